@@ -1,0 +1,222 @@
+package mcpserve
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/auth"
+	"github.com/incusspawn/isx/internal/store"
+)
+
+// Runner runs one tool call beneath a request: it records the call (and the
+// calls beneath it) through Call.Record and returns what it answered.
+type Runner interface {
+	Call(ctx context.Context, call *Call) Outcome
+}
+
+// Call is one tools/call as the runner gets it.
+type Call struct {
+	Account string
+	Who     *auth.Identity
+	Server  *Server
+	Tool    *Tool
+	// Input is the effective input: intent removed, fixed input applied.
+	Input map[string]any
+	// ParentID is the request's execution.
+	ParentID string
+	// Work holds the request's writes; the runner nests each call's work in
+	// it and merges it when the call succeeds.
+	Work    *store.Work
+	Preview bool
+	// Record keeps an execution for the request's completion transaction.
+	Record func(*store.Execution)
+}
+
+// Outcome is what a call answered.
+type Outcome struct {
+	ExecutionID string
+	Output      any
+	Failure     *ToolFailure
+}
+
+// ToolFailure is a call error the external agent sees as a tool result with
+// isError: a code, a message and a hint; Detail stays in the record.
+type ToolFailure struct {
+	Code    string
+	Message string
+	Hint    string
+	Detail  any
+}
+
+func (f *ToolFailure) result() *mcp.CallToolResult { return toolError(f.Code, f.Message, f.Hint) }
+
+func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsResult, error) {
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	offered := []map[string]any{}
+	for _, t := range ex.server.Tools {
+		if t.Unavailable != nil {
+			continue
+		}
+		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}
+		if t.OutputSchema != nil {
+			tool.OutputSchema = t.OutputSchema
+		}
+		res.Tools = append(res.Tools, tool)
+		offered = append(offered, map[string]any{"name": t.Name, "action": t.ActionName, "actionId": t.ActionID, "version": t.Version})
+	}
+	ex.setInvocation("tools", offered)
+	res.TTLMs, res.CacheScope = 60_000, "private"
+	return res, nil
+}
+
+func (s *Server) tool(name string) *Tool {
+	for _, t := range s.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	if params == nil {
+		rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
+		ex.fail(rerr)
+		return nil, rerr.jsonrpc()
+	}
+	tool := ex.server.tool(params.Name)
+	if tool == nil {
+		rerr := newError(codeInvalidParams, errToolNotDeclared, http.StatusBadRequest, map[string]any{"tool": params.Name})
+		ex.fail(rerr)
+		return nil, rerr.jsonrpc()
+	}
+	result := h.runTool(ctx, ex, tool, params.Arguments)
+	ex.setInvocation("output", map[string]any{"isError": result.IsError})
+	return result, nil
+}
+
+func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) *mcp.CallToolResult {
+	if tool.Unavailable != nil {
+		return tool.Unavailable.result()
+	}
+	args := map[string]any{}
+	if len(rawArgs) > 0 && string(rawArgs) != "null" {
+		if err := json.Unmarshal(rawArgs, &args); err != nil {
+			return toolError(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
+		}
+	}
+	if failure := ex.takeIntent(args); failure != nil {
+		return failure.result()
+	}
+	if failure := ex.applyFixed(ctx, tool, args); failure != nil {
+		return failure.result()
+	}
+	ex.ensureWork(h)
+	call := &Call{
+		Account: ex.account, Who: ex.who, Server: ex.server, Tool: tool, Input: args,
+		ParentID: ex.executionID, Work: ex.work, Preview: ex.server.Preview, Record: ex.recordCall,
+	}
+	out := h.opts.Runner.Call(ctx, call)
+	if out.Failure != nil {
+		return out.Failure.result()
+	}
+	ex.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
+	return toolResult(out.Output)
+}
+
+// takeIntent removes the stated intent from the arguments and keeps it for
+// the request's record; under REQUIRED a call without one is refused.
+func (ex *exchange) takeIntent(args map[string]any) *ToolFailure {
+	if ex.server.Intent == IntentNone {
+		return nil
+	}
+	raw, present := args["intent"]
+	delete(args, "intent")
+	if !present || raw == nil {
+		if ex.server.Intent == IntentRequired {
+			return &ToolFailure{Code: errIntentRequired,
+				Message: "This server asks every call to state its intent: pass intent, one sentence saying why you make this call.",
+				Hint:    "Add an intent argument of 1 to 1,024 characters and call again."}
+		}
+		return nil
+	}
+	intent, ok := raw.(string)
+	if n := utf8.RuneCountInString(intent); !ok || n < 1 || n > 1024 {
+		return &ToolFailure{Code: errIntentInvalid, Message: "intent must be a sentence of 1 to 1,024 characters.",
+			Hint: "State why you make this call in one sentence."}
+	}
+	ex.setInvocation("intent", intent)
+	return nil
+}
+
+// applyFixed evaluates the reference's fixed input, whose values replace
+// whatever the agent sent.
+func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]any) *ToolFailure {
+	if len(tool.Fixed) == 0 {
+		return nil
+	}
+	var sessionInput any
+	json.Unmarshal(ex.sessionInput, &sessionInput)
+	vars := map[string]any{
+		"execution": map[string]any{"input": ex.requestRecord()},
+		"session":   map[string]any{"id": ex.session.ID, "input": sessionInput},
+	}
+	for field, expr := range tool.Fixed {
+		v, err := expr.Eval(ctx, vars)
+		if err != nil {
+			return &ToolFailure{Code: "CEL_EVALUATION_ERROR", Message: "The server's fixed input for " + field + " could not be evaluated.",
+				Hint: "Ask the server's owner to fix the tool reference's fixed input.", Detail: err.Error()}
+		}
+		args[field] = v
+	}
+	return nil
+}
+
+// toolResult renders a call's output: an object as structuredContent, and
+// always as text for the model.
+func toolResult(output any) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{}
+	text, isString := output.(string)
+	if !isString {
+		b, _ := json.Marshal(output)
+		text = string(b)
+	}
+	res.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	if _, isObject := output.(map[string]any); isObject {
+		res.StructuredContent = output
+	}
+	return res
+}
+
+func (ex *exchange) setInvocation(key string, value any) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.invocation == nil {
+		ex.invocation = map[string]any{}
+	}
+	ex.invocation[key] = value
+}
+
+func (ex *exchange) recordCall(e *store.Execution) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.calls = append(ex.calls, e)
+}
+
+func (ex *exchange) addUse(u store.Use) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.uses = append(ex.uses, u)
+}
+
+func (ex *exchange) ensureWork(h *Handler) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.work == nil {
+		ex.work = h.opts.Store.NewWork(ex.account)
+	}
+}

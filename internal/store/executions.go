@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Execution statuses.
+const (
+	Queued         = "QUEUED"
+	Running        = "RUNNING"
+	Accepted       = "ACCEPTED"
+	RetryScheduled = "RETRY_SCHEDULED"
+	Succeeded      = "SUCCEEDED"
+	Failed         = "FAILED"
+	Exhausted      = "EXHAUSTED"
+	Cancelled      = "CANCELLED"
+)
+
+// Execution roles: what an execution is in the lineage of a request.
+const (
+	RoleRequest = "request" // one admitted MCP request
+	RoleRefusal = "refusal" // a request refused after its token was checked
+	RoleCall    = "call"    // a call of a tool, beneath a request or another call
+	RoleTask    = "task"    // a started execution (callable agents, later)
+)
+
+// Execution is the record of one run of an action: a request to an MCP
+// server, or a call beneath one.
+type Execution struct {
+	Seq           int64           `json:"-"`
+	ID            string          `json:"id"`
+	Account       string          `json:"account"`
+	ActionID      string          `json:"actionId"`
+	ActionVersion int64           `json:"actionVersion"`
+	ActionName    string          `json:"actionName"`
+	EventType     string          `json:"eventType"`
+	Role          string          `json:"role"`
+	ParentID      string          `json:"parentId,omitempty"`
+	StartedBy     string          `json:"startedBy,omitempty"`
+	SessionID     string          `json:"sessionId,omitempty"`
+	Status        string          `json:"status"`
+	Caller        string          `json:"caller"`
+	Subject       string          `json:"subject"`
+	Client        string          `json:"client"`
+	Input         json.RawMessage `json:"input,omitempty"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Error         json.RawMessage `json:"error,omitempty"`
+	Invocation    json.RawMessage `json:"invocation,omitempty"`
+	Preview       bool            `json:"preview"`
+	WriteSet      []Write         `json:"writeSet,omitempty"`
+	RolledBackBy  string          `json:"rolledBackByExecutionId,omitempty"`
+	StartedAt     time.Time       `json:"startedAt"`
+	EndedAt       time.Time       `json:"endedAt,omitzero"`
+}
+
+const executionColumns = "seq, id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, started_at, ended_at"
+
+// InsertExecution records a new execution.
+func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
+	if e.StartedAt.IsZero() {
+		e.StartedAt = tx.now
+	}
+	writeSet, err := encodeWriteSet(e.WriteSet)
+	if err != nil {
+		return err
+	}
+	_, err = tx.exec(ctx, `INSERT INTO executions (id, account, action_id, action_version, action_name, event_type, role,
+		parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview,
+		write_set, rolled_back_by, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Account, e.ActionID, e.ActionVersion, e.ActionName, e.EventType, e.Role,
+		nullable(e.ParentID), nullable(e.StartedBy), nullable(e.SessionID), e.Status, e.Caller, e.Subject, e.Client,
+		nullableJSON(e.Input), nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation),
+		tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), micros(e.StartedAt), micros(e.EndedAt))
+	if err != nil {
+		return fmt.Errorf("store: record execution %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// FinishExecution records how an execution ended: its status, output or
+// error, invocation details, and when.
+func (tx *Tx) FinishExecution(ctx context.Context, e *Execution) error {
+	if e.EndedAt.IsZero() {
+		e.EndedAt = tx.now
+	}
+	writeSet, err := encodeWriteSet(e.WriteSet)
+	if err != nil {
+		return err
+	}
+	res, err := tx.exec(ctx, `UPDATE executions SET status = ?, output = ?, error = ?, invocation = ?, write_set = ?,
+		session_id = ?, rolled_back_by = ?, ended_at = ? WHERE id = ?`,
+		e.Status, nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation), writeSet,
+		nullable(e.SessionID), nullable(e.RolledBackBy), micros(e.EndedAt), e.ID)
+	if err != nil {
+		return fmt.Errorf("store: finish execution %s: %w", e.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("store: finish execution %s: %w", e.ID, ErrNotFound)
+	}
+	return nil
+}
+
+// Execution reads one execution.
+func (tx *Tx) Execution(ctx context.Context, account, id string) (*Execution, error) {
+	rows, err := tx.query(ctx, "SELECT "+executionColumns+" FROM executions WHERE account = ? AND id = ?", account, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: read execution %s: %w", id, err)
+	}
+	list, err := scanExecutions(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("store: execution %s: %w", id, ErrNotFound)
+	}
+	return list[0], nil
+}
+
+// ExecutionFilter selects executions; empty fields select everything.
+type ExecutionFilter struct {
+	Account   string
+	ActionID  string
+	SessionID string
+	ParentID  string
+	Role      string
+	Preview   *bool
+	// AfterSeq pages: only executions recorded after this one.
+	AfterSeq int64
+	Limit    int
+}
+
+// Executions lists executions in the order they were recorded.
+func (tx *Tx) Executions(ctx context.Context, f ExecutionFilter) ([]*Execution, error) {
+	where := []string{"account = ?"}
+	args := []any{f.Account}
+	add := func(clause string, v any) {
+		where = append(where, clause)
+		args = append(args, v)
+	}
+	if f.ActionID != "" {
+		add("action_id = ?", f.ActionID)
+	}
+	if f.SessionID != "" {
+		add("session_id = ?", f.SessionID)
+	}
+	if f.ParentID != "" {
+		add("parent_id = ?", f.ParentID)
+	}
+	if f.Role != "" {
+		add("role = ?", f.Role)
+	}
+	if f.Preview != nil {
+		add("preview = ?", tx.boolean(*f.Preview))
+	}
+	if f.AfterSeq > 0 {
+		add("seq > ?", f.AfterSeq)
+	}
+	query := "SELECT " + executionColumns + " FROM executions WHERE " + strings.Join(where, " AND ") + " ORDER BY seq"
+	if f.Limit > 0 {
+		query += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := tx.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	return scanExecutions(rows)
+}
+
+func scanExecutions(rows *sql.Rows) ([]*Execution, error) {
+	defer rows.Close()
+	var out []*Execution
+	for rows.Next() {
+		var e Execution
+		var parent, startedBy, session, input, output, errText, invocation, writeSet, rolledBack sql.NullString
+		var preview any
+		var started, ended int64
+		err := rows.Scan(&e.Seq, &e.ID, &e.Account, &e.ActionID, &e.ActionVersion, &e.ActionName, &e.EventType, &e.Role,
+			&parent, &startedBy, &session, &e.Status, &e.Caller, &e.Subject, &e.Client, &input, &output, &errText,
+			&invocation, &preview, &writeSet, &rolledBack, &started, &ended)
+		if err != nil {
+			return nil, fmt.Errorf("store: read execution: %w", err)
+		}
+		e.ParentID, e.StartedBy, e.SessionID, e.RolledBackBy = parent.String, startedBy.String, session.String, rolledBack.String
+		e.Input, e.Output, e.Error, e.Invocation = rawJSON(input), rawJSON(output), rawJSON(errText), rawJSON(invocation)
+		e.Preview = truthy(preview)
+		e.StartedAt, e.EndedAt = fromMicros(started), fromMicros(ended)
+		if writeSet.Valid && writeSet.String != "" {
+			if err := json.Unmarshal([]byte(writeSet.String), &e.WriteSet); err != nil {
+				return nil, fmt.Errorf("store: read execution %s: write set: %w", e.ID, err)
+			}
+		}
+		out = append(out, &e)
+	}
+	return out, rows.Err()
+}
+
+// Use kinds.
+const (
+	UseTool  = "TOOL"
+	UseSkill = "SKILL"
+)
+
+// Use records that a request used what an execution produced.
+type Use struct {
+	Kind string `json:"kind"`
+	// Ref is the execution whose output was used.
+	Ref string `json:"executionId"`
+}
+
+// AddUse records a use by an execution.
+func (tx *Tx) AddUse(ctx context.Context, executionID string, use Use) error {
+	_, err := tx.exec(ctx, `INSERT INTO execution_uses (execution_id, seq, kind, ref)
+		VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM execution_uses WHERE execution_id = ?), ?, ?)`,
+		executionID, executionID, use.Kind, use.Ref)
+	if err != nil {
+		return fmt.Errorf("store: record use by %s: %w", executionID, err)
+	}
+	return nil
+}
+
+// Uses lists an execution's uses in order.
+func (tx *Tx) Uses(ctx context.Context, executionID string) ([]Use, error) {
+	rows, err := tx.query(ctx, "SELECT kind, ref FROM execution_uses WHERE execution_id = ? ORDER BY seq", executionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: read uses of %s: %w", executionID, err)
+	}
+	defer rows.Close()
+	var out []Use
+	for rows.Next() {
+		var u Use
+		if err := rows.Scan(&u.Kind, &u.Ref); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func encodeWriteSet(ws []Write) (any, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(ws)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode write set: %w", err)
+	}
+	return string(b), nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullableJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func rawJSON(s sql.NullString) json.RawMessage {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+func (tx *Tx) boolean(v bool) any {
+	if tx.dialect == Postgres {
+		return v
+	}
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func truthy(v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case int64:
+		return b != 0
+	case int:
+		return b != 0
+	}
+	return false
+}

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// schemaVersion grows with every change to the statements below; Open applies
+// what a database lacks.
+const schemaVersion = 1
+
+// The same tables on both databases. {{serial}} and {{bool}} are the only
+// words that differ.
+const schemaV1 = `
+CREATE TABLE IF NOT EXISTS rows (
+	account    TEXT NOT NULL,
+	tbl        TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	version    BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL,
+	PRIMARY KEY (account, tbl, key)
+);
+CREATE TABLE IF NOT EXISTS executions (
+	seq            {{serial}},
+	id             TEXT NOT NULL UNIQUE,
+	account        TEXT NOT NULL,
+	action_id      TEXT NOT NULL,
+	action_version BIGINT NOT NULL,
+	action_name    TEXT NOT NULL,
+	event_type     TEXT NOT NULL,
+	role           TEXT NOT NULL,
+	parent_id      TEXT,
+	started_by     TEXT,
+	session_id     TEXT,
+	status         TEXT NOT NULL,
+	caller         TEXT NOT NULL,
+	subject        TEXT NOT NULL,
+	client         TEXT NOT NULL,
+	input          TEXT,
+	output         TEXT,
+	error          TEXT,
+	invocation     TEXT,
+	preview        {{bool}} NOT NULL,
+	write_set      TEXT,
+	rolled_back_by TEXT,
+	started_at     BIGINT NOT NULL,
+	ended_at       BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS executions_action ON executions (account, action_id, seq);
+CREATE INDEX IF NOT EXISTS executions_session ON executions (account, session_id, seq);
+CREATE INDEX IF NOT EXISTS executions_parent ON executions (parent_id, seq);
+CREATE TABLE IF NOT EXISTS execution_uses (
+	execution_id TEXT NOT NULL,
+	seq          INTEGER NOT NULL,
+	kind         TEXT NOT NULL,
+	ref          TEXT NOT NULL,
+	PRIMARY KEY (execution_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sessions (
+	account    TEXT NOT NULL,
+	server_id  TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	input      TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	closed_at  BIGINT NOT NULL,
+	next_seq   BIGINT NOT NULL,
+	PRIMARY KEY (account, server_id, id)
+);
+CREATE TABLE IF NOT EXISTS session_inputs (
+	account      TEXT NOT NULL,
+	server_id    TEXT NOT NULL,
+	session_id   TEXT NOT NULL,
+	seq          BIGINT NOT NULL,
+	type         TEXT NOT NULL,
+	execution_id TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	calls        INTEGER NOT NULL,
+	admitted_at  BIGINT NOT NULL,
+	PRIMARY KEY (account, server_id, session_id, seq)
+);
+CREATE INDEX IF NOT EXISTS session_inputs_admitted ON session_inputs (account, server_id, session_id, admitted_at);
+CREATE INDEX IF NOT EXISTS session_inputs_execution ON session_inputs (execution_id);
+CREATE TABLE IF NOT EXISTS refusal_windows (
+	account        TEXT NOT NULL,
+	server_id      TEXT NOT NULL,
+	principal      TEXT NOT NULL,
+	subject        TEXT NOT NULL,
+	window_start   BIGINT NOT NULL,
+	unrecorded     INTEGER NOT NULL,
+	PRIMARY KEY (account, server_id, principal, subject)
+);
+CREATE TABLE IF NOT EXISTS signing_keys (
+	id         TEXT PRIMARY KEY,
+	jwk        TEXT NOT NULL,
+	created_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schema_version (
+	version INTEGER NOT NULL
+);
+`
+
+func (s *Store) ddl() string {
+	serial, boolean := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER"
+	if s.dialect == Postgres {
+		serial, boolean = "BIGSERIAL PRIMARY KEY", "BOOLEAN"
+	}
+	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean).Replace(schemaV1)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	defer conn.Close()
+	if s.dialect == Postgres {
+		// Several actiond processes may start at once on one database.
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(7461636)"); err != nil {
+			return fmt.Errorf("store: migrate: lock: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7461636)")
+	}
+	for _, stmt := range strings.Split(s.ddl(), ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("store: migrate: %w\n%s", err, stmt)
+		}
+	}
+	var version int
+	err = conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_version").Scan(&version)
+	if err != nil {
+		return fmt.Errorf("store: migrate: read version: %w", err)
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("store: the database was written by a newer actiond (schema %d, this one knows %d): upgrade actiond", version, schemaVersion)
+	}
+	if version < schemaVersion {
+		if _, err := conn.ExecContext(ctx, rebind(s.dialect, "INSERT INTO schema_version (version) VALUES (?)"), schemaVersion); err != nil {
+			return fmt.Errorf("store: migrate: record version: %w", err)
+		}
+	}
+	return nil
+}

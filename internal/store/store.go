@@ -1,0 +1,296 @@
+// Package store keeps actiond's data: business rows (written through units of
+// work, so that previews can roll back into write sets) and the records of
+// every request (executions, sessions, uses), on embedded SQLite or Postgres
+// with the same behaviour.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/incusspawn/isx/internal/clock"
+)
+
+// Dialect names the database behind a Store.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+var (
+	// ErrNotFound is returned when a row or record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when a row changed since it was read, or a row
+	// that must be new already exists.
+	ErrConflict = errors.New("the row changed since it was read")
+	// ErrContention is returned when a transaction could not get its locks in
+	// time because many requests wanted the same rows; retrying may succeed.
+	ErrContention = errors.New("the database was too busy to take this transaction; retry")
+)
+
+// Options say which database to open.
+type Options struct {
+	// DataDir holds the embedded SQLite database (actiond.db). Used when
+	// PostgresDSN is empty.
+	DataDir string
+	// PostgresDSN selects Postgres.
+	PostgresDSN string
+	// PostgresSchema, when set, keeps every table in that schema (created if
+	// missing); tests use it to stay apart.
+	PostgresSchema string
+	// LockTimeout bounds how long a write waits for a contended row lock
+	// before failing with ErrContention (default 2 s).
+	LockTimeout time.Duration
+	Clock       clock.Clock
+}
+
+// Store is the database. It is safe for concurrent use.
+type Store struct {
+	dialect     Dialect
+	writer      *sql.DB // SQLite: the one writer connection; Postgres: the pool
+	reader      *sql.DB
+	clock       clock.Clock
+	lockTimeout time.Duration
+}
+
+// Open opens (and creates or migrates) the database.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = 2 * time.Second
+	}
+	var s *Store
+	var err error
+	if opts.PostgresDSN != "" {
+		s, err = openPostgres(ctx, opts)
+	} else {
+		s, err = openSQLite(opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openSQLite(opts Options) (*Store, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("store: no data directory: pass --data DIR or --postgres DSN")
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create data directory %s: %w", opts.DataDir, err)
+	}
+	path := filepath.Join(opts.DataDir, "actiond.db")
+	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)" +
+		fmt.Sprintf("&_pragma=busy_timeout(%d)", opts.LockTimeout.Milliseconds())
+	writer, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// SQLite has one writer at a time; one connection makes writes queue in
+	// Go instead of spinning on SQLITE_BUSY.
+	writer.SetMaxOpenConns(1)
+	reader, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	reader.SetMaxOpenConns(8)
+	return &Store{dialect: SQLite, writer: writer, reader: reader, clock: opts.Clock, lockTimeout: opts.LockTimeout}, nil
+}
+
+func openPostgres(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := pgx.ParseConfig(opts.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("store: the Postgres DSN is not valid: %w", err)
+	}
+	if opts.PostgresSchema != "" {
+		if err := createSchema(ctx, cfg, opts.PostgresSchema); err != nil {
+			return nil, err
+		}
+		cfg.RuntimeParams["search_path"] = opts.PostgresSchema
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: cannot reach Postgres at %s: %w", redactDSN(opts.PostgresDSN), err)
+	}
+	return &Store{dialect: Postgres, writer: db, reader: db, clock: opts.Clock, lockTimeout: opts.LockTimeout}, nil
+}
+
+func createSchema(ctx context.Context, cfg *pgx.ConnConfig, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("store: cannot reach Postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		var pgErr *pgconn.PgError
+		// Two processes creating the schema at once: one loses the race on the
+		// catalog's unique index, and the schema exists either way.
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return nil
+		}
+		return fmt.Errorf("store: create schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return "(the given DSN)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// Dialect says which database this is.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Clock is the store's clock, which stamps records.
+func (s *Store) Clock() clock.Clock { return s.clock }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	err := s.writer.Close()
+	if s.reader != s.writer {
+		err = errors.Join(err, s.reader.Close())
+	}
+	return err
+}
+
+// Tx is one database transaction.
+type Tx struct {
+	tx      *sql.Tx
+	dialect Dialect
+	now     time.Time
+	store   *Store
+}
+
+// Now is the time the transaction started, by the store's clock.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+// Write runs fn in a read-write transaction and commits it when fn returns
+// nil. Lock waits that time out return ErrContention.
+func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+	return s.run(ctx, s.writer, false, fn)
+}
+
+// Read runs fn in a read-only transaction.
+func (s *Store) Read(ctx context.Context, fn func(*Tx) error) error {
+	return s.run(ctx, s.reader, true, fn)
+}
+
+func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(*Tx) error) error {
+	sqlTx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly && s.dialect == Postgres})
+	if err != nil {
+		return s.classify(fmt.Errorf("store: begin: %w", err))
+	}
+	tx := &Tx{tx: sqlTx, dialect: s.dialect, now: s.clock.Now(), store: s}
+	if s.dialect == Postgres && !readOnly {
+		if _, err := sqlTx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
+			sqlTx.Rollback()
+			return s.classify(fmt.Errorf("store: set lock timeout: %w", err))
+		}
+	}
+	if err := fn(tx); err != nil {
+		sqlTx.Rollback()
+		return s.classify(err)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return s.classify(fmt.Errorf("store: commit: %w", err))
+	}
+	return nil
+}
+
+// classify turns the database's words for "too busy" into ErrContention.
+func (s *Store) classify(err error) error {
+	if err == nil || errors.Is(err, ErrContention) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "55P03", "40001", "40P01": // lock_not_available, serialization_failure, deadlock_detected
+			return fmt.Errorf("%w: %w", ErrContention, err)
+		}
+	}
+	if s.dialect == SQLite {
+		msg := err.Error()
+		if strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked") {
+			return fmt.Errorf("%w: %w", ErrContention, err)
+		}
+	}
+	return err
+}
+
+// rebind turns ? placeholders into $n for Postgres. Our statements never hold
+// a literal question mark.
+func (tx *Tx) rebind(query string) string { return rebind(tx.dialect, query) }
+
+func rebind(d Dialect, query string) string {
+	if d != Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (tx *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return tx.tx.ExecContext(ctx, tx.rebind(query), args...)
+}
+
+func (tx *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return tx.tx.QueryContext(ctx, tx.rebind(query), args...)
+}
+
+func (tx *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return tx.tx.QueryRowContext(ctx, tx.rebind(query), args...)
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}

@@ -1,0 +1,199 @@
+package template
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Set is every definition that won its name, with what it shadowed. It is
+// not changed after it is made, so it may be shared between goroutines.
+type Set struct {
+	byName   map[string]*Definition
+	shadowed []*Definition
+	warnings []Warning
+}
+
+// NewSet merges definitions given in source order (built-in, user, search
+// paths, project-local). For each name: the first trusted definition wins
+// and later trusted ones are shadowed with a warning; a trusted definition
+// shadows a project-local one wherever it comes; two untrusted definitions
+// of one name are an error, since neither may be preferred.
+func NewSet(defs ...*Definition) (*Set, error) {
+	s := &Set{byName: map[string]*Definition{}}
+	for _, d := range defs {
+		existing, ok := s.byName[d.Name]
+		switch {
+		case !ok:
+			s.byName[d.Name] = d
+		case existing.trusted():
+			s.shadow(d, existing)
+		case d.trusted():
+			s.byName[d.Name] = d
+			s.shadow(existing, d)
+		default:
+			return nil, &Error{Code: CodeDuplicate, File: d.Source.Path, Field: "name",
+				Message: fmt.Sprintf("%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
+		}
+	}
+	return s, nil
+}
+
+func (s *Set) shadow(loser, winner *Definition) {
+	s.shadowed = append(s.shadowed, loser)
+	msg := fmt.Sprintf("template %s in %s (%s) is shadowed by %s (%s), which comes first; isx uses that one, so rename one of them",
+		loser.Name, loser.Source.Path, loser.Source.Kind, winner.Source.Path, winner.Source.Kind)
+	if loser.ProjectLocal() {
+		msg = fmt.Sprintf("project-local template %s in %s is shadowed by the trusted %s (%s); isx uses the trusted one, so rename the project-local one to use it",
+			loser.Name, loser.Source.Path, winner.Source.Path, winner.Source.Kind)
+	}
+	s.warnings = append(s.warnings, Warning{Code: WarningShadowed, Name: loser.Name, File: loser.Source.Path, Message: msg})
+}
+
+// trusted is decided by the source's kind as well as its flag, so that a
+// project-local definition is never trusted however it was built.
+func (d *Definition) trusted() bool {
+	return d.Source.Trusted && d.Source.Kind != SourceProjectLocal
+}
+
+// Warnings are the shadowings and missing search paths Load noticed.
+func (s *Set) Warnings() []Warning { return append([]Warning(nil), s.warnings...) }
+
+// Shadowed are the definitions that lost their name to another.
+func (s *Set) Shadowed() []*Definition { return append([]*Definition(nil), s.shadowed...) }
+
+// Names lists the templates in the set, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.byName))
+	for name := range s.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Definitions lists the winning definitions, sorted by name.
+func (s *Set) Definitions() []*Definition {
+	out := make([]*Definition, 0, len(s.byName))
+	for _, name := range s.Names() {
+		out = append(out, s.byName[name])
+	}
+	return out
+}
+
+// Get returns the definition of name.
+func (s *Set) Get(name string) (*Definition, error) {
+	d, ok := s.byName[name]
+	if !ok {
+		return nil, &Error{Code: CodeNotFound, Field: "name",
+			Message: fmt.Sprintf("no template named %q is defined; `isx list` shows the templates there are", name)}
+	}
+	return d, nil
+}
+
+// Chain returns name's definition and its ancestors, parents first: the
+// first element names the root image. A parent that is not defined, a
+// cycle, or a root without an image is an error.
+func (s *Set) Chain(name string) ([]*Definition, error) {
+	d, err := s.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	var chain []*Definition
+	position := map[string]int{}
+	for cur := d; ; {
+		if at, seen := position[cur.Name]; seen {
+			return nil, s.cycle(chain[at:], cur)
+		}
+		position[cur.Name] = len(chain)
+		chain = append(chain, cur)
+		if cur.Parent == "" {
+			break
+		}
+		parent, ok := s.byName[cur.Parent]
+		if !ok {
+			msg := fmt.Sprintf("names parent template %q, which no source defines; define it or fix the name", cur.Parent)
+			if cur != d {
+				msg += fmt.Sprintf(" (%s builds on %s)", d.Name, cur.Name)
+			}
+			return nil, &Error{Code: CodeMissingParent, File: cur.Source.Path, Line: cur.parentLine, Field: "parent", Message: msg}
+		}
+		cur = parent
+	}
+	root := chain[len(chain)-1]
+	if root.Image == "" {
+		return nil, &Error{Code: CodeNoRootImage, File: root.Source.Path, Field: "image",
+			Message: fmt.Sprintf("template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}
+	}
+	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
+		chain[i], chain[j] = chain[j], chain[i]
+	}
+	return chain, nil
+}
+
+func (s *Set) cycle(loop []*Definition, back *Definition) error {
+	names := make([]string, 0, len(loop)+1)
+	for _, d := range loop {
+		names = append(names, d.Name)
+	}
+	names = append(names, back.Name)
+	last := loop[len(loop)-1]
+	return &Error{Code: CodeCycle, File: last.Source.Path, Line: last.parentLine, Field: "parent",
+		Message: fmt.Sprintf("parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}
+}
+
+// ChainHash is the hex sha256 over the hashes of name's whole chain, so a
+// changed parent makes every template built on it stale.
+func (s *Set) ChainHash(name string) (string, error) {
+	chain, err := s.Chain(name)
+	if err != nil {
+		return "", err
+	}
+	return chainHash(chain), nil
+}
+
+// EffectiveSource is the source an instance built from name is stamped
+// with: project-local when any definition in its chain is, so that an
+// image built from a project-local definition is never mistaken for a
+// trusted one; otherwise the template's own source.
+func (s *Set) EffectiveSource(name string) (SourceKind, error) {
+	chain, err := s.Chain(name)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range chain {
+		if !d.trusted() {
+			return SourceProjectLocal, nil
+		}
+	}
+	return chain[len(chain)-1].Source.Kind, nil
+}
+
+// Approvable reports whether name may be used through MCP at all (whether
+// mcp.yaml approves it is the caller's question). Project-local
+// definitions never may, nor a template built on one.
+func (s *Set) Approvable(name string) error {
+	d, err := s.Get(name)
+	if err != nil {
+		return err
+	}
+	if d.ProjectLocal() {
+		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
+			Message: fmt.Sprintf("template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}
+	}
+	if !d.trusted() {
+		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
+			Message: fmt.Sprintf("template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}
+	}
+	chain, err := s.Chain(name)
+	if err != nil {
+		return err
+	}
+	for _, c := range chain {
+		if !c.trusted() {
+			return &Error{Code: CodeNotApproved, File: c.Source.Path, Field: "parent",
+				Message: fmt.Sprintf("template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}
+		}
+	}
+	return nil
+}
