@@ -96,6 +96,10 @@ CREATE TABLE IF NOT EXISTS signing_keys (
 	jwk        TEXT NOT NULL,
 	created_at BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS generations (
+	account TEXT PRIMARY KEY,
+	n       BIGINT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schema_version (
 	version INTEGER NOT NULL
 );

@@ -390,3 +390,27 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestGenerationMovesWithRegistryWrites(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, clock.NewFake(start))
+		apply := func(table string) int64 {
+			w := s.NewWork(account)
+			must(t, w.Put(ctx, table, fmt.Sprintf("k%d", time.Now().UnixNano()), json.RawMessage(`{}`)))
+			must(t, s.Write(ctx, func(tx *store.Tx) error { return tx.Apply(ctx, w) }))
+			n, err := s.Generation(ctx, account)
+			must(t, err)
+			return n
+		}
+		if n := apply("KVValue"); n != 0 {
+			t.Fatalf("a KV write moved the generation to %d", n)
+		}
+		if n := apply("Action"); n != 1 {
+			t.Fatalf("an Action write left the generation at %d, want 1", n)
+		}
+		if n := apply("Principal"); n != 2 {
+			t.Fatalf("a Principal write left the generation at %d, want 2", n)
+		}
+	})
+}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -259,7 +261,9 @@ func (w *Work) Writes() []Write {
 // it since the work first saw it (ErrConflict otherwise).
 func (tx *Tx) Apply(ctx context.Context, w *Work) error {
 	r := w.root()
+	bump := false
 	for _, write := range w.Writes() {
+		bump = bump || RegistryTables[write.Table]
 		r.mu.Lock()
 		expect := r.seen[rowKey{write.Table, write.Key}]
 		r.mu.Unlock()
@@ -276,5 +280,36 @@ func (tx *Tx) Apply(ctx context.Context, w *Work) error {
 			return err
 		}
 	}
+	if bump {
+		return tx.bumpGeneration(ctx, w.account)
+	}
 	return nil
+}
+
+// RegistryTables are the tables whose rows define what a request resolves
+// (actions and principals). A write to one moves the account's generation,
+// so that caches of resolved servers know to look again.
+var RegistryTables = map[string]bool{"Action": true, "ActionName": true, "Principal": true}
+
+func (tx *Tx) bumpGeneration(ctx context.Context, account string) error {
+	_, err := tx.exec(ctx, `INSERT INTO generations (account, n) VALUES (?, 1)
+		ON CONFLICT (account) DO UPDATE SET n = generations.n + 1`, account)
+	if err != nil {
+		return fmt.Errorf("store: move generation: %w", err)
+	}
+	return nil
+}
+
+// Generation is a number that changes whenever a registry row of the account
+// is written: equal generations mean equal actions and principals.
+func (s *Store) Generation(ctx context.Context, account string) (int64, error) {
+	var n int64
+	err := s.reader.QueryRowContext(ctx, rebind(s.dialect, "SELECT n FROM generations WHERE account = ?"), account).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read generation: %w", err)
+	}
+	return n, nil
 }
