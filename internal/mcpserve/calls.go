@@ -3,11 +3,12 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/incusspawn/isx/internal/action"
 	"github.com/incusspawn/isx/internal/auth"
 	"github.com/incusspawn/isx/internal/store"
 )
@@ -61,12 +62,12 @@ func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsRe
 		if t.Unavailable != nil {
 			continue
 		}
-		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}
+		tool := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}
 		if t.OutputSchema != nil {
 			tool.OutputSchema = t.OutputSchema
 		}
 		res.Tools = append(res.Tools, tool)
-		offered = append(offered, map[string]any{"name": t.Name, "action": t.ActionName, "actionId": t.ActionID, "version": t.Version})
+		offered = append(offered, map[string]any{"name": t.Name, "actionId": t.Target.ID, "version": t.Target.Version, "native": t.Target.Native})
 	}
 	ex.setInvocation("tools", offered)
 	res.TTLMs, res.CacheScope = 60_000, "private"
@@ -95,6 +96,9 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 		return nil, rerr.jsonrpc()
 	}
 	result := h.runTool(ctx, ex, tool, params.Arguments)
+	if ctx.Err() == context.DeadlineExceeded {
+		return nil, ctx.Err() // the middleware answers mcp_request_deadline
+	}
 	ex.setInvocation("output", map[string]any{"isError": result.IsError})
 	return result, nil
 }
@@ -109,10 +113,12 @@ func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs
 			return toolError(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
 		}
 	}
-	if failure := ex.takeIntent(args); failure != nil {
+	args, failure := ex.takeIntent(args)
+	if failure != nil {
 		return failure.result()
 	}
-	if failure := ex.applyFixed(ctx, tool, args); failure != nil {
+	args, failure = ex.applyFixed(ctx, tool, args)
+	if failure != nil {
 		return failure.result()
 	}
 	ex.ensureWork(h)
@@ -130,50 +136,38 @@ func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs
 
 // takeIntent removes the stated intent from the arguments and keeps it for
 // the request's record; under REQUIRED a call without one is refused.
-func (ex *exchange) takeIntent(args map[string]any) *ToolFailure {
-	if ex.server.Intent == IntentNone {
-		return nil
-	}
-	raw, present := args["intent"]
-	delete(args, "intent")
-	if !present || raw == nil {
-		if ex.server.Intent == IntentRequired {
-			return &ToolFailure{Code: errIntentRequired,
-				Message: "This server asks every call to state its intent: pass intent, one sentence saying why you make this call.",
-				Hint:    "Add an intent argument of 1 to 1,024 characters and call again."}
+func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *ToolFailure) {
+	intent, rest, err := action.SplitIntent(args, ex.server.Intent)
+	if err != nil {
+		code := errIntentInvalid
+		if _, present := args[action.IntentProperty]; !present {
+			code = errIntentRequired
 		}
-		return nil
+		var aerr *action.Error
+		message := err.Error()
+		if errors.As(err, &aerr) {
+			message = aerr.Message
+		}
+		return nil, &ToolFailure{Code: code, Message: message, Hint: "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again."}
 	}
-	intent, ok := raw.(string)
-	if n := utf8.RuneCountInString(intent); !ok || n < 1 || n > 1024 {
-		return &ToolFailure{Code: errIntentInvalid, Message: "intent must be a sentence of 1 to 1,024 characters.",
-			Hint: "State why you make this call in one sentence."}
+	if intent != "" {
+		ex.setInvocation("intent", intent)
 	}
-	ex.setInvocation("intent", intent)
-	return nil
+	return rest, nil
 }
 
 // applyFixed evaluates the reference's fixed input, whose values replace
 // whatever the agent sent.
-func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]any) *ToolFailure {
-	if len(tool.Fixed) == 0 {
-		return nil
-	}
-	var sessionInput any
+func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]any) (map[string]any, *ToolFailure) {
+	var sessionInput map[string]any
 	json.Unmarshal(ex.sessionInput, &sessionInput)
-	vars := map[string]any{
-		"execution": map[string]any{"input": ex.requestRecord()},
-		"session":   map[string]any{"id": ex.session.ID, "input": sessionInput},
+	scope := action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
+	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, scope, args)
+	if err != nil {
+		return nil, &ToolFailure{Code: "CEL_EVALUATION_ERROR", Message: "The server's fixed input for this tool could not be evaluated.",
+			Hint: "Ask the server's owner to fix the tool reference's fixed input.", Detail: err.Error()}
 	}
-	for field, expr := range tool.Fixed {
-		v, err := expr.Eval(ctx, vars)
-		if err != nil {
-			return &ToolFailure{Code: "CEL_EVALUATION_ERROR", Message: "The server's fixed input for " + field + " could not be evaluated.",
-				Hint: "Ask the server's owner to fix the tool reference's fixed input.", Detail: err.Error()}
-		}
-		args[field] = v
-	}
-	return nil
+	return out, nil
 }
 
 // toolResult renders a call's output: an object as structuredContent, and

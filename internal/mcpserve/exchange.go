@@ -149,7 +149,7 @@ func (ex *exchange) execution(role, status string, output json.RawMessage, rerr 
 // rate limit, and records the request as RUNNING with a CLAIMED input, all in
 // one short transaction under the session's lock.
 func (h *Handler) admit(ctx context.Context, ex *exchange) *rpcError {
-	sessionInput, sessionID, rerr := ex.server.Session.Resolve(ctx, ex.requestRecord())
+	sessionInput, sessionID, rerr := ex.server.resolveSession(ctx, ex.requestRecord())
 	if rerr != nil {
 		return rerr
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -89,6 +90,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	account, name, ok := endpointPath(r.URL.Path)
 	if !ok {
 		http.NotFound(w, r)
+		return
+	}
+	if rebound(r) {
+		// A page in a browser must not reach a server on loopback through a
+		// name it controls (DNS rebinding): refused before anything else.
+		http.Error(w, "forbidden: the Host header does not name this loopback server", http.StatusForbidden)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -227,4 +234,27 @@ func (ex *exchange) deadline() time.Duration {
 		return ex.server.ResponseTimeout
 	}
 	return time.Minute
+}
+
+// rebound says whether a request reached a loopback listener under a Host
+// that is not a loopback name.
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !isLoopback(local.String()) {
+		return false
+	}
+	return !isLoopback(r.Host)
+}
+
+func isLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -3,15 +3,19 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/action"
+	"github.com/incusspawn/isx/internal/policy"
 )
 
 // Server is an MCP server as one request sees it: the server's action at its
 // current version, with each tool reference resolved when the request
-// started. A Directory builds it.
+// started.
 type Server struct {
 	Account  string
 	ActionID string
@@ -22,103 +26,65 @@ type Server struct {
 	MCPName         string
 	Instructions    string
 	Preview         bool
-	Intent          Intent
+	Intent          action.Intent
 	CallsPerMinute  int
 	ResponseTimeout time.Duration
+	Definition      action.Definition
+	Compiled        *action.Compiled
 	// Invokable says whether the principal holds INVOKE on the server.
 	Invokable bool
-	Session   SessionMapping
+	// Layers are the principal's policies then the server's: every call
+	// beneath the request runs under them, then its tool's own.
+	Layers []policy.Layer
+	Claims map[string]any
 	// Tools in reference order, including those left out of listings.
 	Tools []*Tool
-}
-
-// Intent is the server's stated-intent setting.
-type Intent string
-
-const (
-	IntentRequired Intent = "REQUIRED"
-	IntentOptional Intent = "OPTIONAL"
-	IntentNone     Intent = "NONE"
-)
-
-// Expression is a compiled CEL expression.
-type Expression interface {
-	Eval(ctx context.Context, vars map[string]any) (any, error)
-}
-
-// Validator checks a JSON value against a schema.
-type Validator interface {
-	Validate(value any) error
-}
-
-// SessionMapping is how a server groups requests into sessions.
-type SessionMapping struct {
-	// Start maps each session input field to an expression over execution.
-	Start map[string]Expression
-	// ID names the session from session.input.
-	ID Expression
-	// Schema is the session block's inputSchema.
-	Schema Validator
-}
-
-// Resolve computes a request's session input and id. A request whose record
-// does not produce a valid session input is refused with 400.
-func (m SessionMapping) Resolve(ctx context.Context, record map[string]any) (json.RawMessage, string, *rpcError) {
-	mismatched := func(reason string) *rpcError {
-		return newError(codeInvalidParams, errRequestMismatched, http.StatusBadRequest, map[string]any{"reason": reason})
-	}
-	input := map[string]any{}
-	vars := map[string]any{"execution": map[string]any{"input": record}}
-	for field, expr := range m.Start {
-		v, err := expr.Eval(ctx, vars)
-		if err != nil {
-			return nil, "", mismatched("mcp.session.start.input." + field + ": " + err.Error())
-		}
-		input[field] = v
-	}
-	if m.Schema != nil {
-		if err := m.Schema.Validate(input); err != nil {
-			return nil, "", mismatched("the session input does not match session.inputSchema: " + err.Error())
-		}
-	}
-	v, err := m.ID.Eval(ctx, map[string]any{"session": map[string]any{"input": input}})
-	if err != nil {
-		return nil, "", mismatched("session.id: " + err.Error())
-	}
-	id, ok := v.(string)
-	if !ok || id == "" {
-		return nil, "", mismatched("session.id must give a non-empty string")
-	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, "", mismatched(err.Error())
-	}
-	return raw, id, nil
 }
 
 // Tool is one tool reference of a server, resolved.
 type Tool struct {
 	// Name is the tool's name as the external agent sees it.
 	Name        string
-	Title       string
 	Description string
-	ActionID    string
-	ActionName  string
-	Version     int64
-	// Unavailable, when set, leaves the tool out of tools/list; a call to it
-	// is this tool error.
+	// Ref is the reference's index in the server's tools.
+	Ref    int
+	Target action.Target
+	// Compiled is the target's compiled definition; nil for a native tool.
+	Compiled *action.Compiled
+	// Unavailable, when set, leaves the tool out of tools/list; a call to
+	// it is this tool error.
 	Unavailable *ToolFailure
-	// InputSchema is the schema as listed: the tool's own without fixed
-	// properties and x-mcp-header, plus intent when intent is on.
+	// InputSchema is the schema as listed.
 	InputSchema  map[string]any
 	OutputSchema map[string]any
 	Annotations  *mcp.ToolAnnotations
-	// Fixed input: property to expression over execution, session.
-	Fixed map[string]Expression
-	// Input validates the effective input against the tool's own schema.
-	Input Validator
-	// Target is what the Runner needs to run the tool.
-	Target any
+}
+
+// resolveSession computes a request's session input and id. A request whose
+// record does not produce a valid session input is refused with 400.
+func (s *Server) resolveSession(ctx context.Context, record map[string]any) (json.RawMessage, string, *rpcError) {
+	mismatched := func(err error) *rpcError {
+		return newError(codeInvalidParams, errRequestMismatched, http.StatusBadRequest, map[string]any{"reason": err.Error()})
+	}
+	input, err := s.Compiled.SessionInput(ctx, record)
+	if err != nil {
+		if errors.Is(err, action.ErrSessionInvalid) {
+			return nil, "", mismatched(err)
+		}
+		return nil, "", newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
+	}
+	id, err := s.Compiled.SessionID(ctx, input)
+	if err != nil || id == "" {
+		if err == nil {
+			err = errors.New("session.id gave an empty string")
+		}
+		return nil, "", mismatched(err)
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, "", mismatched(err)
+	}
+	return raw, id, nil
 }
 
 // serves says whether the server answers a method. Every server answers
