@@ -27,7 +27,7 @@ type Registry interface {
 // so that an unpinned reference still resolves to the latest version at
 // every request.
 func Resolve(s *store.Store, registry Registry, compiled *action.Cache) Directory {
-	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}}
+	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}, principals: map[serverKey]cachedPrincipal{}}
 }
 
 type directory struct {
@@ -35,8 +35,14 @@ type directory struct {
 	registry Registry
 	compiled *action.Cache
 
-	mu      sync.Mutex
-	servers map[serverKey]*resolved
+	mu         sync.Mutex
+	servers    map[serverKey]*resolved
+	principals map[serverKey]cachedPrincipal
+}
+
+type cachedPrincipal struct {
+	generation int64
+	policies   []policy.Policy
 }
 
 type serverKey struct{ account, name string }
@@ -57,7 +63,7 @@ func (d *directory) Server(ctx context.Context, account, name string, who *auth.
 	if err != nil {
 		return nil, err
 	}
-	policies, _, err := d.registry.Principal(ctx, account, who.Principal)
+	policies, err := d.principal(ctx, account, who.Principal, generation)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +82,29 @@ func (d *directory) Server(ctx context.Context, account, name string, who *auth.
 		server.Layers = append(server.Layers, policy.Layer{Name: policy.LayerServer, Policies: server.Definition.Policies, ActionID: server.ActionID})
 	}
 	return &server, nil
+}
+
+// principal reads a principal's policies, or takes them from the cache while
+// the registry generation is unchanged.
+func (d *directory) principal(ctx context.Context, account, name string, generation int64) ([]policy.Policy, error) {
+	key := serverKey{account, name}
+	d.mu.Lock()
+	cached, ok := d.principals[key]
+	d.mu.Unlock()
+	if ok && cached.generation == generation {
+		return cached.policies, nil
+	}
+	policies, _, err := d.registry.Principal(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if len(d.principals) > 4096 {
+		clear(d.principals)
+	}
+	d.principals[key] = cachedPrincipal{generation: generation, policies: policies}
+	d.mu.Unlock()
+	return policies, nil
 }
 
 // base resolves the server and its tools, or takes them from the cache.

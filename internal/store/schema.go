@@ -16,7 +16,7 @@ const schemaV1 = `
 CREATE TABLE IF NOT EXISTS rows (
 	account    TEXT NOT NULL,
 	tbl        TEXT NOT NULL,
-	key        TEXT NOT NULL,
+	key        TEXT {{collate}}NOT NULL,
 	value      TEXT NOT NULL,
 	version    BIGINT NOT NULL,
 	updated_at BIGINT NOT NULL,
@@ -106,11 +106,13 @@ CREATE TABLE IF NOT EXISTS schema_version (
 `
 
 func (s *Store) ddl() string {
-	serial, boolean := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER"
+	serial, boolean, collate := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", ""
 	if s.dialect == Postgres {
-		serial, boolean = "BIGSERIAL PRIMARY KEY", "BOOLEAN"
+		// Keys are compared byte by byte, as SQLite does, whatever the
+		// database's locale: prefix scans depend on it.
+		serial, boolean, collate = "BIGSERIAL PRIMARY KEY", "BOOLEAN", `COLLATE "C" `
 	}
-	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean).Replace(schemaV1)
+	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean, "{{collate}}", collate).Replace(schemaV1)
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -216,9 +216,11 @@ func (tx *Tx) AppendSessionInput(ctx context.Context, key SessionKey, executionI
 // ConsumeSessionInput marks a request's input CONSUMED with the number of
 // tool calls it made.
 func (tx *Tx) ConsumeSessionInput(ctx context.Context, key SessionKey, executionID string, calls int) error {
-	res, err := tx.exec(ctx, `UPDATE session_inputs SET state = ?, calls = ?
-		WHERE account = ? AND server_id = ? AND session_id = ? AND execution_id = ?`,
-		InputConsumed, calls, key.Account, key.ServerID, key.ID, executionID)
+	// By execution_id alone, which is unique: given the session's columns
+	// too, SQLite's planner walks the session's inputs, which grow without
+	// bound.
+	res, err := tx.exec(ctx, `UPDATE session_inputs SET state = ?, calls = ? WHERE execution_id = ?`,
+		InputConsumed, calls, executionID)
 	if err != nil {
 		return fmt.Errorf("store: consume session input of %s: %w", executionID, err)
 	}

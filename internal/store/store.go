@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,11 +62,15 @@ type Options struct {
 
 // Store is the database. It is safe for concurrent use.
 type Store struct {
-	dialect     Dialect
-	writer      *sql.DB // SQLite: the one writer connection; Postgres: the pool
-	reader      *sql.DB
-	clock       clock.Clock
-	lockTimeout time.Duration
+	writes         chan *pendingWrite
+	committers     sync.WaitGroup
+	statements     sync.Map // "r:"/"w:" + query text → *sql.Stmt
+	statementCount atomic.Int64
+	dialect        Dialect
+	writer         *sql.DB // SQLite: the one writer connection; Postgres: the pool
+	reader         *sql.DB
+	clock          clock.Clock
+	lockTimeout    time.Duration
 }
 
 // Open opens (and creates or migrates) the database.
@@ -89,6 +95,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	committers := 1 // SQLite has one writer
+	if s.dialect == Postgres {
+		committers = 4
+	}
+	s.startCommitters(committers)
 	return s, nil
 }
 
@@ -100,7 +111,9 @@ func openSQLite(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: create data directory %s: %w", opts.DataDir, err)
 	}
 	path := filepath.Join(opts.DataDir, "actiond.db")
-	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)" +
+	// temp_store(MEMORY) keeps the savepoint journals of grouped commits off
+	// disk; they are small and short-lived.
+	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", opts.LockTimeout.Milliseconds())
 	writer, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
 	if err != nil {
@@ -176,6 +189,11 @@ func (s *Store) Clock() clock.Clock { return s.clock }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.stopCommitters()
+	s.statements.Range(func(_, stmt any) bool {
+		stmt.(*sql.Stmt).Close()
+		return true
+	})
 	err := s.writer.Close()
 	if s.reader != s.writer {
 		err = errors.Join(err, s.reader.Close())
@@ -185,10 +203,12 @@ func (s *Store) Close() error {
 
 // Tx is one database transaction.
 type Tx struct {
-	tx      *sql.Tx
-	dialect Dialect
-	now     time.Time
-	store   *Store
+	readOnly   bool
+	unprepared []string
+	tx         *sql.Tx
+	dialect    Dialect
+	now        time.Time
+	store      *Store
 }
 
 // Now is the time the transaction started, by the store's clock.
@@ -197,7 +217,11 @@ func (tx *Tx) Now() time.Time { return tx.now }
 // Write runs fn in a read-write transaction and commits it when fn returns
 // nil. Lock waits that time out return ErrContention.
 func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
-	return s.run(ctx, s.writer, false, fn)
+	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.writes <- w
+	// The write cannot be withdrawn once queued: waiting for it keeps the
+	// caller from acting on a write whose outcome it does not know.
+	return <-w.done
 }
 
 // Read runs fn in a read-only transaction.
@@ -210,13 +234,18 @@ func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(*Tx)
 	if err != nil {
 		return s.classify(fmt.Errorf("store: begin: %w", err))
 	}
-	tx := &Tx{tx: sqlTx, dialect: s.dialect, now: s.clock.Now(), store: s}
+	tx := &Tx{tx: sqlTx, dialect: s.dialect, now: s.clock.Now(), store: s, readOnly: db == s.reader && s.reader != s.writer}
 	if s.dialect == Postgres && !readOnly {
 		if _, err := sqlTx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.lockTimeout.Milliseconds())); err != nil {
 			sqlTx.Rollback()
 			return s.classify(fmt.Errorf("store: set lock timeout: %w", err))
 		}
 	}
+	defer func() {
+		if len(tx.unprepared) > 0 {
+			s.prepare(context.WithoutCancel(ctx), tx)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		sqlTx.Rollback()
 		return s.classify(err)
@@ -269,15 +298,69 @@ func rebind(d Dialect, query string) string {
 	return b.String()
 }
 
+// statement finds the prepared form of a query. Parsing SQL on every request
+// costs more than running it, so each query is prepared once per store —
+// after the transaction that first meets it, since SQLite's one writer
+// connection is busy until then.
+func (tx *Tx) statement(ctx context.Context, query string) *sql.Stmt {
+	if stmt, ok := tx.store.statements.Load(tx.statementKey(query)); ok {
+		return tx.tx.StmtContext(ctx, stmt.(*sql.Stmt))
+	}
+	tx.unprepared = append(tx.unprepared, query)
+	return nil
+}
+
+func (tx *Tx) statementKey(query string) string {
+	if tx.readOnly {
+		return "r:" + query
+	}
+	return "w:" + query
+}
+
+// maxStatements bounds the prepared statements a store keeps.
+const maxStatements = 512
+
+// prepare prepares the queries a finished transaction ran unprepared.
+func (s *Store) prepare(ctx context.Context, tx *Tx) {
+	db := s.writer
+	if tx.readOnly {
+		db = s.reader
+	}
+	for _, query := range tx.unprepared {
+		key := tx.statementKey(query)
+		if _, ok := s.statements.Load(key); ok || s.statementCount.Load() >= maxStatements {
+			continue
+		}
+		stmt, err := db.PrepareContext(ctx, tx.rebind(query))
+		if err != nil {
+			continue // it runs unprepared, as before
+		}
+		if _, loaded := s.statements.LoadOrStore(key, stmt); loaded {
+			stmt.Close()
+			continue
+		}
+		s.statementCount.Add(1)
+	}
+}
+
 func (tx *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if stmt := tx.statement(ctx, query); stmt != nil {
+		return stmt.ExecContext(ctx, args...)
+	}
 	return tx.tx.ExecContext(ctx, tx.rebind(query), args...)
 }
 
 func (tx *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if stmt := tx.statement(ctx, query); stmt != nil {
+		return stmt.QueryContext(ctx, args...)
+	}
 	return tx.tx.QueryContext(ctx, tx.rebind(query), args...)
 }
 
 func (tx *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if stmt := tx.statement(ctx, query); stmt != nil {
+		return stmt.QueryRowContext(ctx, args...)
+	}
 	return tx.tx.QueryRowContext(ctx, tx.rebind(query), args...)
 }
 

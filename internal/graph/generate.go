@@ -1,0 +1,3 @@
+package graph
+
+//go:generate go run github.com/99designs/gqlgen generate --config gqlgen.yml

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/incusspawn/isx/internal/calls"
+	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/graph"
+	"github.com/incusspawn/isx/internal/mcpserve"
+	"github.com/incusspawn/isx/internal/store"
+)
+
+// graphQL runs a tool's GraphQL operations in the request's unit of work,
+// under the call's policy layers.
+type graphQL struct {
+	store *store.Store
+	clock clock.Clock
+	ids   graph.IDs
+}
+
+func (g graphQL) Execute(ctx context.Context, op calls.Operation) (any, error) {
+	resp := graph.Execute(ctx, graph.Env{
+		Store: g.store, Work: op.Work, Account: op.Account, Clock: g.clock, IDs: g.ids,
+		Access: graph.Access{Principal: op.Principal, Claims: op.Claims, Layers: op.Layers},
+	}, graph.Request{Query: op.Query, Variables: op.Variables, OperationName: op.OperationName})
+	if len(resp.Errors) > 0 {
+		return nil, operationFailure{resp: resp}
+	}
+	var data any
+	if err := json.Unmarshal(resp.Data, &data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// operationFailure is a GraphQL operation's errors as a tool failure: the
+// first error's code and hint, every message.
+type operationFailure struct{ resp *graph.Response }
+
+func (f operationFailure) Error() string { return f.resp.Errors.Error() }
+
+func (f operationFailure) ToolFailure() *mcpserve.ToolFailure {
+	first := f.resp.Errors[0]
+	code, _ := first.Extensions["code"].(string)
+	if code == "" {
+		code = graph.CodeBadRequest
+	}
+	hint, _ := first.Extensions["hint"].(string)
+	messages := make([]string, 0, len(f.resp.Errors))
+	for _, e := range f.resp.Errors {
+		messages = append(messages, e.Message)
+	}
+	return &mcpserve.ToolFailure{Code: code, Message: strings.Join(messages, "\n"), Hint: hint, Detail: f.resp.Errors}
+}
