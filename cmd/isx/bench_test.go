@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/incusspawn/isx/internal/build/buildtest"
+	"github.com/incusspawn/isx/internal/incus"
+	"github.com/incusspawn/isx/internal/incustest"
+	"github.com/incusspawn/isx/internal/instance"
+)
+
+// durations collects each timed iteration, for the median.
+type durations []time.Duration
+
+func (d durations) median() time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(d)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+func (d durations) report(b *testing.B) {
+	b.ReportMetric(float64(d.median().Microseconds())/1000, "median-ms")
+}
+
+// timed runs fn with the benchmark timer on and records how long it took.
+func (d *durations) timed(b *testing.B, fn func()) {
+	b.StartTimer()
+	began := time.Now()
+	fn()
+	*d = append(*d, time.Since(began))
+	b.StopTimer()
+}
+
+func benchContext(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
+}
+
+// BenchmarkBranch: `isx branch` of a built Debian template (the binary,
+// as a person runs it) against the raw `incus copy` + `incus start` of the
+// same template, side by side on the btrfs pool. Each iteration's instance
+// is deleted outside the timer. Target: isx at most 1.2 times incus.
+func BenchmarkBranch(b *testing.B) {
+	c := incustest.Project(b)
+	ctx := benchContext(b)
+	x := newCLI(b, c)
+	buildtest.Build(b, c, buildtest.Templates(b), buildtest.Debian)
+	incusCLI, err := exec.LookPath("incus")
+	if err != nil {
+		b.Fatal(err)
+	}
+	remove := func(name string) {
+		if err := c.DeleteInstance(ctx, name, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	medians := map[string]time.Duration{}
+	b.Run("isx", func(b *testing.B) {
+		var d durations
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			name := fmt.Sprintf("isx-%d", i)
+			d.timed(b, func() { x.ok("branch", name, "--from", buildtest.Debian) })
+			remove(name)
+		}
+		d.report(b)
+		medians["isx"] = d.median()
+	})
+	b.Run("incus-copy-start", func(b *testing.B) {
+		var d durations
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			name := fmt.Sprintf("incus-%d", i)
+			d.timed(b, func() {
+				for _, args := range [][]string{
+					{"copy", "--project", c.ProjectName(), buildtest.Debian, name},
+					{"start", "--project", c.ProjectName(), name},
+				} {
+					if out, err := exec.CommandContext(ctx, incusCLI, args...).CombinedOutput(); err != nil {
+						b.Fatalf("incus %v: %v\n%s", args, err, out)
+					}
+				}
+			})
+			remove(name)
+		}
+		d.report(b)
+		medians["incus"] = d.median()
+	})
+	if medians["incus"] > 0 && medians["isx"] > 0 {
+		b.Logf("isx branch median %s, incus copy+start median %s: ratio %.2f (target at most 1.2)",
+			medians["isx"], medians["incus"], float64(medians["isx"])/float64(medians["incus"]))
+	}
+}
+
+// BenchmarkList/50-instances times the isx binary's `isx list` (process
+// start, config, templates, one Incus request, the table) over 50 stopped
+// busybox instances, some with MCP stamps so the MCP column is drawn.
+// BenchmarkListing/50-instances times the listing function alone.
+func BenchmarkList(b *testing.B) {
+	_, x := fiftyInstances(b)
+	b.Run("50-instances", func(b *testing.B) {
+		var d durations
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			d.timed(b, func() { x.ok("list") })
+		}
+		d.report(b)
+	})
+}
+
+func BenchmarkListing(b *testing.B) {
+	c, _ := fiftyInstances(b)
+	set := buildtest.Templates(b)
+	ctx := benchContext(b)
+	b.Run("50-instances", func(b *testing.B) {
+		var d durations
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			d.timed(b, func() {
+				l, err := collectListing(ctx, c, set)
+				if err != nil || len(l.instances) != 50 {
+					b.Fatalf("listing: %v", err)
+				}
+			})
+		}
+		d.report(b)
+	})
+}
+
+func fiftyInstances(b *testing.B) (*incus.Client, *cli) {
+	c := incustest.Project(b)
+	ctx := benchContext(b)
+	x := newCLI(b, c)
+	buildtest.Build(b, c, buildtest.Templates(b), buildtest.BusyBox)
+	m := instance.NewManager(c)
+	for i := range 50 {
+		opts := instance.BranchOptions{Name: fmt.Sprintf("w%02d", i), From: buildtest.BusyBox, Owner: "bench", NoStart: true}
+		if i%5 == 0 {
+			opts.Config = map[string]string{instance.KeyMCPSession: "s", instance.KeyMCPPurpose: fmt.Sprintf("task %d", i)}
+		}
+		if err := m.Branch(ctx, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c, x
+}

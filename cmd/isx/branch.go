@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/incusspawn/isx/internal/build"
+	"github.com/incusspawn/isx/internal/incus"
+	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/template"
+)
+
+func newBranchCommand(a *app) *cobra.Command {
+	var (
+		from              string
+		proxyOnly, airgap bool
+	)
+	cmd := &cobra.Command{
+		Use:   "branch NAME --from TEMPLATE [--proxy-only | --airgap]",
+		Short: "Make an instance from a built template and start it",
+		Long: "branch makes instance NAME as a copy of the built template TEMPLATE and starts\n" +
+			"it. By default it has the default profile's network; --proxy-only lets it out\n" +
+			"only through the host proxy, --airgap gives it no network at all.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			network := instance.NetworkDefault
+			switch {
+			case proxyOnly && airgap:
+				return usageError{errors.New("--proxy-only and --airgap exclude each other")}
+			case proxyOnly:
+				network = instance.NetworkProxyOnly
+			case airgap:
+				network = instance.NetworkAirgap
+			}
+			return a.runBranch(cmd.Context(), args[0], from, network)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the built template to copy (required)")
+	cmd.Flags().BoolVar(&proxyOnly, "proxy-only", false, "reach the network only through the host proxy")
+	cmd.Flags().BoolVar(&airgap, "airgap", false, "no network at all")
+	if err := cmd.MarkFlagRequired("from"); err != nil {
+		panic(err) // the flag was just defined
+	}
+	return cmd
+}
+
+func (a *app) runBranch(ctx context.Context, name, from string, network instance.Network) error {
+	client, err := a.incus()
+	if err != nil {
+		return err
+	}
+	owner, err := instance.CurrentOwner()
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(name, "mcp-") {
+		a.warnf("names starting with mcp- are the ones isx mcp gives its instances; %s may be mistaken for one", name)
+	}
+	if err := a.checkBranchSource(ctx, client, from); err != nil {
+		return err
+	}
+	manager := &instance.Manager{Client: client, Clock: a.clock}
+	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: owner}); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Made %s from %s (network: %s) and started it; `isx shell %s` opens a shell in it.\n", name, from, network, name)
+	return nil
+}
+
+// checkBranchSource explains an unbuilt template, and warns about a
+// stale one (branching from it still works).
+func (a *app) checkBranchSource(ctx context.Context, client *incus.Client, from string) error {
+	set := a.templatesOrWarn()
+	if set == nil {
+		return nil
+	}
+	if _, err := set.Get(from); err != nil {
+		return nil // not a template name: Branch copies it if it is an isx instance
+	}
+	status, err := build.Status(ctx, client, set, from)
+	var defErr *template.Error
+	switch {
+	case errors.As(err, &defErr):
+		a.warnf("cannot tell whether template %s is stale: %v", from, err)
+		return nil
+	case err != nil:
+		return err
+	case !status.Built:
+		return &instance.Error{Code: instance.CodeNotBuilt, Instance: from,
+			Message: fmt.Sprintf("template %s is not built; run `isx build %s` first", from, from)}
+	case status.Stale:
+		a.warnf("template %s is stale (%s); branching from it as it is", from, status.Reason)
+	}
+	return nil
+}

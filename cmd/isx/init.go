@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/incusspawn/isx/internal/config"
+	"github.com/incusspawn/isx/internal/incus"
+)
+
+// initStep is a further step of `isx init`, run after config.yaml is
+// written and Incus answers (setting up isx mcp is one). interactive is
+// false under --non-interactive, when a step must not ask anything.
+type initStep func(ctx context.Context, a *app, interactive bool) error
+
+// initSteps run in order; a file adding a step appends to this list from
+// an init function.
+var initSteps []initStep
+
+func newInitCommand(a *app) *cobra.Command {
+	var (
+		nonInteractive  bool
+		socket, project string
+	)
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write ~/.config/incus-spawn/config.yaml and check that Incus answers",
+		Long: "init writes ~/.config/incus-spawn/config.yaml (keeping what is already in it)\n" +
+			"and checks that the Incus daemon answers and the project exists. Without\n" +
+			"--non-interactive it asks for each setting, offering the current value.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runInit(cmd.Context(), !nonInteractive, socket, project)
+		},
+	}
+	cmd.Flags().BoolVar(&nonInteractive, "non-interactive", false, "ask nothing; take settings from the flags and keep the rest")
+	cmd.Flags().StringVar(&socket, "socket", "", "Incus unix socket (default "+incus.DefaultSocketPath+")")
+	cmd.Flags().StringVar(&project, "project", "", "Incus project isx works in (default \"default\")")
+	return cmd
+}
+
+func (a *app) runInit(ctx context.Context, interactive bool, socket, project string) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(home)
+	if err != nil {
+		return fmt.Errorf("%w (fix or remove it, then run isx init again)", err)
+	}
+	if socket != "" {
+		cfg.Socket = socket
+	}
+	if project != "" {
+		cfg.Project = project
+	}
+	if interactive {
+		if err := a.askSettings(cfg); err != nil {
+			return err
+		}
+	}
+	// A daemon that is down does not make the settings wrong, so they are
+	// saved anyway; a project the daemon lacks does, so they are not.
+	server, checkErr := a.checkIncus(ctx, cfg)
+	if checkErr != nil && !errors.Is(checkErr, incus.ErrUnavailable) {
+		return fmt.Errorf("config.yaml is left as it was: %w", checkErr)
+	}
+	if err := config.Save(home, cfg); err != nil {
+		return err
+	}
+	a.cfg = cfg
+	fmt.Fprintf(a.stdout, "Wrote %s\n", config.ConfigPath(home))
+	if checkErr != nil {
+		return fmt.Errorf("config.yaml is written, but Incus does not answer; run isx init again once it does: %w", checkErr)
+	}
+	fmt.Fprintf(a.stdout, "Incus %s answers on %s; isx works in project %s.\n", server.Environment.ServerVersion, a.socket(cfg), configuredProject(cfg))
+	for _, step := range initSteps {
+		if err := step(ctx, a, interactive); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(a.stdout, "Next: `isx build tpl-dev`, then `isx branch work --from tpl-dev` and `isx shell work`.")
+	return nil
+}
+
+// askSettings offers each setting with its current value as the default.
+func (a *app) askSettings(cfg *config.Config) error {
+	in := bufio.NewReader(a.stdin)
+	ask := func(question, current string) (string, error) {
+		fmt.Fprintf(a.stdout, "%s [%s]: ", question, current)
+		line, err := in.ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("reading your answer: %w", err)
+		}
+		if answer := strings.TrimSpace(line); answer != "" {
+			return answer, nil
+		}
+		return current, nil
+	}
+	socket, err := ask("Incus socket", a.socket(cfg))
+	if err != nil {
+		return err
+	}
+	if socket != incus.DefaultSocketPath || cfg.Socket != "" {
+		cfg.Socket = socket
+	}
+	cfg.Project, err = ask("Incus project", configuredProject(cfg))
+	return err
+}
+
+// configuredProject is the project config.yaml names: what init writes and
+// checks, whatever ISX_PROJECT says for this one run.
+func configuredProject(cfg *config.Config) string {
+	if cfg.Project != "" {
+		return cfg.Project
+	}
+	return config.DefaultProject
+}
+
+// checkIncus makes sure the daemon answers on the configured socket and
+// has the project.
+func (a *app) checkIncus(ctx context.Context, cfg *config.Config) (*incus.Server, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	project := configuredProject(cfg)
+	client := incus.New(a.socket(cfg), incus.WithProject(project))
+	server, err := client.Server(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, _, err = client.GetProject(ctx, project)
+	if errors.Is(err, incus.ErrNotFound) {
+		return nil, fmt.Errorf("Incus has no project %q: create it with `incus project create %s`, or choose another with `isx init --project NAME`", project, project)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return server, nil
+}
