@@ -57,6 +57,8 @@ build_debian() {
         tail -30 "$work/debootstrap.log" >&2; exit 1; }
     chroot "$work/rootfs" apt-get clean
     echo "isx" >"$work/rootfs/etc/hostname"
+    # sudo looks the host name up; without this it warns on every call.
+    printf '127.0.0.1 localhost\n127.0.1.1 isx\n::1 localhost ip6-localhost ip6-loopback\n' >"$work/rootfs/etc/hosts"
     metadata "$work" "isx Debian 12 minbase"
     tar -C "$work" --numeric-owner -czf "$tarball.tmp" metadata.yaml rootfs
     mv "$tarball.tmp" "$tarball"
