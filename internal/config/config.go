@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/yamltree"
 )
 
 // DefaultProject is the Incus project isx works in unless config.yaml
@@ -111,12 +112,12 @@ var (
 // parseConfig also returns the document, so Save can edit it in place.
 func parseConfig(data []byte, path, home string) (*Config, *yaml.Node, error) {
 	c := &Config{Path: path, Exists: true, Project: DefaultProject, home: home}
-	r := &nodeReader{file: path}
-	doc, root, err := r.document(data)
+	r := newReader(path)
+	doc, root, err := r.Document(data)
 	if err != nil || root == nil {
 		return c, doc, err
 	}
-	err = r.mapping(root, "", configKeys, nil, func(key string, k, v *yaml.Node) error {
+	err = r.Mapping(root, "", configKeys, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "socket":
@@ -154,7 +155,7 @@ func (r *nodeReader) absolute(n *yaml.Node, key string) (string, error) {
 		return "", err
 	}
 	if !filepath.IsAbs(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return "", invalidf(r.file, n.Line, key, "%q must be an absolute path", s)
+		return "", invalidf(r.File, n.Line, key, "%q must be an absolute path", s)
 	}
 	return s, nil
 }
@@ -166,7 +167,7 @@ func (r *nodeReader) templatePaths(n *yaml.Node, key string) ([]string, error) {
 	}
 	for i, p := range paths {
 		if !(filepath.IsAbs(p) || p == "~" || strings.HasPrefix(p, "~/")) || strings.IndexFunc(p, unicode.IsControl) >= 0 {
-			return nil, invalidf(r.file, n.Content[i].Line, fmt.Sprintf("%s[%d]", key, i),
+			return nil, invalidf(r.File, n.Content[i].Line, fmt.Sprintf("%s[%d]", key, i),
 				"%q must be an absolute path or start with ~/; a relative path would depend on where isx runs", p)
 		}
 	}
@@ -178,21 +179,21 @@ func (r *nodeReader) templatePaths(n *yaml.Node, key string) ([]string, error) {
 // host-routes that is not a mapping at all fails it.
 func (r *nodeReader) hostRoutes(n *yaml.Node, key string) ([]HostRoute, error) {
 	var routes []HostRoute
-	err := r.mapping(n, key, nil, nil, func(name string, k, v *yaml.Node) error {
+	err := r.Mapping(n, key, nil, func(name string, k, v *yaml.Node) error {
 		route := HostRoute{Name: name, Line: k.Line}
-		field := join(key, name)
-		route.Err = r.mapping(v, field, routeKeys, nil, func(rk string, _, rv *yaml.Node) error {
+		field := yamltree.Join(key, name)
+		route.Err = r.Mapping(v, field, routeKeys, func(rk string, _, rv *yaml.Node) error {
 			var err error
 			switch rk {
 			case "target":
-				route.Target, err = r.text(rv, join(field, rk))
+				route.Target, err = r.text(rv, yamltree.Join(field, rk))
 			case "templates":
-				route.Templates, err = r.textList(rv, join(field, rk))
+				route.Templates, err = r.textList(rv, yamltree.Join(field, rk))
 			}
 			return err
 		})
 		if route.Err == nil && v.Kind != yaml.MappingNode {
-			route.Err = invalidf(r.file, v.Line, field, "has no settings; give target: and templates:")
+			route.Err = invalidf(r.File, v.Line, field, "has no settings; give target: and templates:")
 		}
 		routes = append(routes, route)
 		return nil

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/yamltree"
 )
 
 // Defaults of mcp.yaml, as seed 001 documents them.
@@ -172,8 +173,9 @@ func retiredHint(key string) string {
 }
 
 func parseMCP(data []byte, path string) (*MCP, error) {
-	r := &nodeReader{file: path}
-	_, root, err := r.document(data)
+	r := newReader(path)
+	r.Hint = retiredHint
+	_, root, err := r.Document(data)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +183,7 @@ func parseMCP(data []byte, path string) (*MCP, error) {
 		return defaultMCP(path, FileEmpty), nil
 	}
 	m := defaultMCP(path, FilePresent)
-	err = r.mapping(root, "", mcpKeys, retiredHint, func(key string, _, v *yaml.Node) error {
+	err = r.Mapping(root, "", mcpKeys, func(key string, _, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "templates":
@@ -214,7 +216,7 @@ func parseMCP(data []byte, path string) (*MCP, error) {
 }
 
 func (r *nodeReader) codex(n *yaml.Node, c *CodexSettings) error {
-	return r.mapping(n, "codex", codexKeys, retiredHint, func(key string, _, v *yaml.Node) error {
+	return r.Mapping(n, "codex", codexKeys, func(key string, _, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "sandbox-mode":
@@ -237,7 +239,7 @@ func (r *nodeReader) templateNames(n *yaml.Node, key string) ([]string, error) {
 	var out []string
 	for i, name := range names {
 		if err := template.CheckName(name); err != nil {
-			return nil, invalidf(r.file, n.Content[i].Line, fmt.Sprintf("%s[%d]", key, i), "%s", err.Error())
+			return nil, invalidf(r.File, n.Content[i].Line, fmt.Sprintf("%s[%d]", key, i), "%s", err.Error())
 		}
 		if !contains(out, name) {
 			out = append(out, name)
@@ -252,7 +254,7 @@ func (r *nodeReader) oneOf(n *yaml.Node, key string, allowed []string, what stri
 		return "", err
 	}
 	if !contains(allowed, s) {
-		return "", invalidf(r.file, n.Line, key, "%q is not a %s; use one of %s", s, what, strings.Join(allowed, ", "))
+		return "", invalidf(r.File, n.Line, key, "%q is not a %s; use one of %s", s, what, strings.Join(allowed, ", "))
 	}
 	return s, nil
 }
@@ -260,11 +262,11 @@ func (r *nodeReader) oneOf(n *yaml.Node, key string, allowed []string, what stri
 // modes reads a mapping of template name to one of allowed.
 func (r *nodeReader) modes(n *yaml.Node, key string, allowed []string, what string) (map[string]string, error) {
 	out := map[string]string{}
-	err := r.mapping(n, key, nil, nil, func(name string, kn, v *yaml.Node) error {
+	err := r.Mapping(n, key, nil, func(name string, kn, v *yaml.Node) error {
 		if err := template.CheckName(name); err != nil {
-			return invalidf(r.file, kn.Line, join(key, name), "%s", err.Error())
+			return invalidf(r.File, kn.Line, yamltree.Join(key, name), "%s", err.Error())
 		}
-		mode, err := r.oneOf(v, join(key, name), allowed, what)
+		mode, err := r.oneOf(v, yamltree.Join(key, name), allowed, what)
 		out[name] = mode
 		return err
 	})
@@ -280,7 +282,7 @@ func (r *nodeReader) model(n *yaml.Node, key string) (string, error) {
 		return "", err
 	}
 	if err := template.CheckModel(s); err != nil {
-		return "", invalidf(r.file, n.Line, key, "%s", err.Error())
+		return "", invalidf(r.File, n.Line, key, "%s", err.Error())
 	}
 	return s, nil
 }
@@ -304,8 +306,8 @@ func SaveMCPTemplates(home string, templates []string) error {
 	if err != nil {
 		return err
 	}
-	r := &nodeReader{file: path}
-	doc, root, err := r.document(data)
+	r := newReader(path)
+	doc, root, err := r.Document(data)
 	if err != nil {
 		return err
 	}
@@ -314,7 +316,7 @@ func SaveMCPTemplates(home string, templates []string) error {
 		root = doc.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		return invalidf(path, root.Line, "", "must be a mapping of settings, not %s; fix it before isx init changes the approved templates", describe(root))
+		return invalidf(path, root.Line, "", "must be a mapping of settings, not %s; fix it before isx init changes the approved templates", yamltree.Describe(root))
 	}
 	setTemplates(root, names)
 	out, err := encode(doc)

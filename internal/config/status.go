@@ -91,8 +91,8 @@ func oldSectionLine(path string) (int, error) {
 	if err != nil || !exists {
 		return 0, err
 	}
-	reader := &nodeReader{file: path}
-	_, root, err := reader.document(data)
+	reader := newReader(path)
+	_, root, err := reader.Document(data)
 	if err != nil || root == nil || root.Kind != yaml.MappingNode {
 		return 0, err
 	}

@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/incusspawn/isx/internal/yamltree"
 )
 
 // MaxFileSize bounds a definition file; anything larger is refused rather
@@ -112,8 +115,12 @@ func readLimited(path string) ([]byte, error) {
 // parse reads one definition; baseDir anchors relative image paths ("" for
 // built-ins, which may only name aliases or absolute paths).
 func parse(data []byte, file, baseDir string) (*Definition, error) {
-	r := &definitionReader{nodeReader: nodeReader{file: file}, baseDir: baseDir}
-	root, err := r.document(data)
+	r := &definitionReader{baseDir: baseDir, Reader: yamltree.Reader{
+		File:           file,
+		SecondDocument: "put each template in a file of its own",
+		NewError:       fromTree,
+	}}
+	_, root, err := r.Document(data)
 	if err != nil {
 		return nil, err
 	}
@@ -129,21 +136,21 @@ func parse(data []byte, file, baseDir string) (*Definition, error) {
 }
 
 type definitionReader struct {
-	nodeReader
+	yamltree.Reader
 	baseDir string
 }
 
 func (r *definitionReader) definition(root *yaml.Node) (*Definition, error) {
 	d := &Definition{}
 	var nameNode, parentNode, imageNode *yaml.Node
-	err := r.mapping(root, "", topKeys, func(key string, k, v *yaml.Node) error {
+	err := r.Mapping(root, "", topKeys, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "name":
 			nameNode = k
 			d.Name, err = r.name(v, "name")
 		case "description":
-			d.Description, err = r.text(v, "description")
+			d.Description, err = r.Text(v, "description")
 		case "parent":
 			parentNode = k
 			d.Parent, err = r.name(v, "parent")
@@ -168,21 +175,21 @@ func (r *definitionReader) definition(root *yaml.Node) (*Definition, error) {
 		return nil, err
 	}
 	if nameNode == nil || d.Name == "" {
-		return nil, invalidf(r.file, root.Line, "name", "is missing; every template needs a name like tpl-dev")
+		return nil, invalidf(r.File, root.Line, "name", "is missing; every template needs a name like tpl-dev")
 	}
 	switch {
 	case d.Parent != "" && d.Image != "":
-		return nil, invalidf(r.file, imageNode.Line, "image", "is given together with `parent` (line %d); a template builds either on a parent template or on an image, so remove one", parentNode.Line)
+		return nil, invalidf(r.File, imageNode.Line, "image", "is given together with `parent` (line %d); a template builds either on a parent template or on an image, so remove one", parentNode.Line)
 	case d.Parent == "" && d.Image == "":
-		return nil, invalidf(r.file, root.Line, "image", "is missing; give either `image` (an Incus image alias like isx/debian-12, or a local image tarball) or `parent` (another template's name)")
+		return nil, invalidf(r.File, root.Line, "image", "is missing; give either `image` (an Incus image alias like isx/debian-12, or a local image tarball) or `parent` (another template's name)")
 	case d.Parent == d.Name:
-		return nil, &Error{Code: CodeCycle, File: r.file, Line: parentNode.Line, Field: "parent", Message: fmt.Sprintf("is %q, the template itself; name a different template or use `image`", d.Parent)}
+		return nil, &Error{Code: CodeCycle, File: r.File, Line: parentNode.Line, Field: "parent", Message: fmt.Sprintf("is %q, the template itself; name a different template or use `image`", d.Parent)}
 	}
 	return d, nil
 }
 
 func (r *definitionReader) name(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
@@ -190,7 +197,7 @@ func (r *definitionReader) name(v *yaml.Node, field string) (string, error) {
 		return "", nil // reported as missing by the caller
 	}
 	if err := CheckName(s); err != nil {
-		return "", invalidf(r.file, v.Line, field, "%s", err.Error())
+		return "", invalidf(r.File, v.Line, field, "%s", err.Error())
 	}
 	return s, nil
 }
@@ -198,29 +205,29 @@ func (r *definitionReader) name(v *yaml.Node, field string) (string, error) {
 // image returns the image as written and, for a local tarball, its
 // absolute path.
 func (r *definitionReader) image(v *yaml.Node) (string, string, error) {
-	s, err := r.text(v, "image")
+	s, err := r.Text(v, "image")
 	if err != nil || s == "" {
 		return "", "", err
 	}
 	if strings.HasPrefix(s, "~") {
-		return "", "", invalidf(r.file, v.Line, "image", "%q starts with ~, which isx does not expand; give an absolute path or one relative to this file's directory", s)
+		return "", "", invalidf(r.File, v.Line, "image", "%q starts with ~, which isx does not expand; give an absolute path or one relative to this file's directory", s)
 	}
 	if !isImagePath(s) {
 		if strings.Contains(s, ":") {
-			return "", "", invalidf(r.file, v.Line, "image", "%q names a remote image, which isx does not fetch; copy it into the local image store (incus image copy %s local: --alias <alias>) and name that alias", s, s)
+			return "", "", invalidf(r.File, v.Line, "image", "%q names a remote image, which isx does not fetch; copy it into the local image store (incus image copy %s local: --alias <alias>) and name that alias", s, s)
 		}
 		if len(s) > 255 || !aliasPattern.MatchString(s) {
-			return "", "", invalidf(r.file, v.Line, "image", "%q is neither an Incus image alias (letters, digits, '.', '_', '-' and '/') nor a path to an image tarball (starting with /, ./ or ../, or ending in .tar.gz and the like)", s)
+			return "", "", invalidf(r.File, v.Line, "image", "%q is neither an Incus image alias (letters, digits, '.', '_', '-' and '/') nor a path to an image tarball (starting with /, ./ or ../, or ending in .tar.gz and the like)", s)
 		}
 		return s, "", nil
 	}
 	if hasControl(s) {
-		return "", "", invalidf(r.file, v.Line, "image", "path contains control characters")
+		return "", "", invalidf(r.File, v.Line, "image", "path contains control characters")
 	}
 	file := s
 	if !filepath.IsAbs(s) {
 		if r.baseDir == "" {
-			return "", "", invalidf(r.file, v.Line, "image", "%q is a relative path, which a built-in definition cannot use", s)
+			return "", "", invalidf(r.File, v.Line, "image", "%q is a relative path, which a built-in definition cannot use", s)
 		}
 		file = filepath.Join(r.baseDir, s)
 	}
@@ -241,19 +248,19 @@ func isImagePath(s string) bool {
 }
 
 func (r *definitionReader) packages(v *yaml.Node) ([]string, error) {
-	items, err := r.sequence(v, "packages")
+	items, err := r.List(v, "packages")
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for i, item := range items {
-		field := index("packages", i)
-		s, err := r.text(item, field)
+		field := yamltree.Index("packages", i)
+		s, err := r.Text(item, field)
 		if err != nil {
 			return nil, err
 		}
 		if !packagePattern.MatchString(s) {
-			return nil, invalidf(r.file, item.Line, field, "%q is not a Debian package name (lowercase letters, digits, '+', '-' and '.', at least two characters)", s)
+			return nil, invalidf(r.File, item.Line, field, "%q is not a Debian package name (lowercase letters, digits, '+', '-' and '.', at least two characters)", s)
 		}
 		out = append(out, s)
 	}
@@ -261,13 +268,13 @@ func (r *definitionReader) packages(v *yaml.Node) ([]string, error) {
 }
 
 func (r *definitionReader) steps(v *yaml.Node) ([]Step, error) {
-	items, err := r.sequence(v, "run")
+	items, err := r.List(v, "run")
 	if err != nil {
 		return nil, err
 	}
 	var out []Step
 	for i, item := range items {
-		step, err := r.step(item, index("run", i))
+		step, err := r.step(item, yamltree.Index("run", i))
 		if err != nil {
 			return nil, err
 		}
@@ -279,24 +286,24 @@ func (r *definitionReader) steps(v *yaml.Node) ([]Step, error) {
 // step accepts a plain string as a root step, or {name?, run, user?}.
 func (r *definitionReader) step(n *yaml.Node, field string) (Step, error) {
 	step := Step{User: UserRoot}
-	if n.Kind == yaml.ScalarNode && !isNull(n) {
+	if n.Kind == yaml.ScalarNode && !yamltree.IsNull(n) {
 		step.Run = n.Value
 		return step, r.checkScript(n, field, step.Run)
 	}
 	if n.Kind != yaml.MappingNode {
-		return step, invalidf(r.file, n.Line, field, "must be a shell command or a mapping {name, run, user}, not %s", describe(n))
+		return step, invalidf(r.File, n.Line, field, "must be a shell command or a mapping {name, run, user}, not %s", yamltree.Describe(n))
 	}
 	var runNode *yaml.Node
-	err := r.mapping(n, field, stepKeys, func(key string, k, v *yaml.Node) error {
+	err := r.Mapping(n, field, stepKeys, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "name":
-			step.Name, err = r.oneLine(v, join(field, "name"))
+			step.Name, err = r.oneLine(v, yamltree.Join(field, "name"))
 		case "run":
 			runNode = v
-			step.Run, err = r.text(v, join(field, "run"))
+			step.Run, err = r.Text(v, yamltree.Join(field, "run"))
 		case "user":
-			step.User, err = r.user(v, join(field, "user"))
+			step.User, err = r.user(v, yamltree.Join(field, "user"))
 		}
 		return err
 	})
@@ -304,58 +311,58 @@ func (r *definitionReader) step(n *yaml.Node, field string) (Step, error) {
 		return step, err
 	}
 	if runNode == nil {
-		return step, invalidf(r.file, n.Line, join(field, "run"), "is missing; a step needs the shell command to run")
+		return step, invalidf(r.File, n.Line, yamltree.Join(field, "run"), "is missing; a step needs the shell command to run")
 	}
-	return step, r.checkScript(runNode, join(field, "run"), step.Run)
+	return step, r.checkScript(runNode, yamltree.Join(field, "run"), step.Run)
 }
 
 func (r *definitionReader) checkScript(n *yaml.Node, field, script string) error {
 	if strings.TrimSpace(script) == "" {
-		return invalidf(r.file, n.Line, field, "is empty; give the shell command to run")
+		return invalidf(r.File, n.Line, field, "is empty; give the shell command to run")
 	}
 	if strings.ContainsRune(script, 0) {
-		return invalidf(r.file, n.Line, field, "contains a NUL character, which no shell accepts")
+		return invalidf(r.File, n.Line, field, "contains a NUL character, which no shell accepts")
 	}
 	return nil
 }
 
 func (r *definitionReader) oneLine(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
 	if hasControl(s) {
-		return "", invalidf(r.file, v.Line, field, "must be a single line of text")
+		return "", invalidf(r.File, v.Line, field, "must be a single line of text")
 	}
 	return s, nil
 }
 
 func (r *definitionReader) user(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
-	if !contains(userList, s) {
-		return "", invalidf(r.file, v.Line, field, "%q is not a user isx knows; use root or agent", s)
+	if !slices.Contains(userList, s) {
+		return "", invalidf(r.File, v.Line, field, "%q is not a user isx knows; use root or agent", s)
 	}
 	return s, nil
 }
 
 func (r *definitionReader) files(v *yaml.Node) ([]File, error) {
-	items, err := r.sequence(v, "files")
+	items, err := r.List(v, "files")
 	if err != nil {
 		return nil, err
 	}
 	var out []File
 	seen := map[string]int{}
 	for i, item := range items {
-		field := index("files", i)
+		field := yamltree.Index("files", i)
 		f, pathLine, err := r.file1(item, field)
 		if err != nil {
 			return nil, err
 		}
 		if first, dup := seen[f.Path]; dup {
-			return nil, invalidf(r.file, pathLine, join(field, "path"), "%q is already written by the entry on line %d; keep one", f.Path, first)
+			return nil, invalidf(r.File, pathLine, yamltree.Join(field, "path"), "%q is already written by the entry on line %d; keep one", f.Path, first)
 		}
 		seen[f.Path] = pathLine
 		out = append(out, f)
@@ -366,22 +373,22 @@ func (r *definitionReader) files(v *yaml.Node) ([]File, error) {
 func (r *definitionReader) file1(n *yaml.Node, field string) (File, int, error) {
 	f := File{Owner: UserRoot}
 	if n.Kind != yaml.MappingNode {
-		return f, 0, invalidf(r.file, n.Line, field, "must be a mapping {path, content, mode, owner}, not %s", describe(n))
+		return f, 0, invalidf(r.File, n.Line, field, "must be a mapping {path, content, mode, owner}, not %s", yamltree.Describe(n))
 	}
 	pathLine := 0
-	err := r.mapping(n, field, fileKeys, func(key string, k, v *yaml.Node) error {
+	err := r.Mapping(n, field, fileKeys, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "path":
 			pathLine = v.Line
-			f.Path, err = r.absolutePath(v, join(field, "path"))
+			f.Path, err = r.absolutePath(v, yamltree.Join(field, "path"))
 		case "content":
-			f.Content, err = r.text(v, join(field, "content"))
+			f.Content, err = r.Text(v, yamltree.Join(field, "content"))
 		case "mode":
-			f.Mode, err = r.mode(v, join(field, "mode"))
+			f.Mode, err = r.mode(v, yamltree.Join(field, "mode"))
 			f.HasMode = err == nil
 		case "owner":
-			f.Owner, err = r.user(v, join(field, "owner"))
+			f.Owner, err = r.user(v, yamltree.Join(field, "owner"))
 		}
 		return err
 	})
@@ -389,13 +396,13 @@ func (r *definitionReader) file1(n *yaml.Node, field string) (File, int, error) 
 		return f, 0, err
 	}
 	if f.Path == "" {
-		return f, 0, invalidf(r.file, n.Line, join(field, "path"), "is missing; say where in the instance the file goes, as an absolute path")
+		return f, 0, invalidf(r.File, n.Line, yamltree.Join(field, "path"), "is missing; say where in the instance the file goes, as an absolute path")
 	}
 	return f, pathLine, nil
 }
 
 func (r *definitionReader) absolutePath(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
@@ -403,25 +410,25 @@ func (r *definitionReader) absolutePath(v *yaml.Node, field string) (string, err
 	case s == "":
 		return "", nil // reported as missing by the caller
 	case hasControl(s):
-		return "", invalidf(r.file, v.Line, field, "contains control characters")
+		return "", invalidf(r.File, v.Line, field, "contains control characters")
 	case !strings.HasPrefix(s, "/"):
-		return "", invalidf(r.file, v.Line, field, "%q is not an absolute path; write it from / like /etc/motd", s)
+		return "", invalidf(r.File, v.Line, field, "%q is not an absolute path; write it from / like /etc/motd", s)
 	case s == "/" || strings.HasSuffix(s, "/"):
-		return "", invalidf(r.file, v.Line, field, "%q names a directory; name the file", s)
+		return "", invalidf(r.File, v.Line, field, "%q names a directory; name the file", s)
 	case filepath.Clean(s) != s:
-		return "", invalidf(r.file, v.Line, field, "%q is not a clean path (no //, . or .. parts); write %q", s, filepath.Clean(s))
+		return "", invalidf(r.File, v.Line, field, "%q is not a clean path (no //, . or .. parts); write %q", s, filepath.Clean(s))
 	}
 	return s, nil
 }
 
 func (r *definitionReader) mode(v *yaml.Node, field string) (uint32, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return 0, err
 	}
 	m := modePattern.FindStringSubmatch(s)
 	if m == nil {
-		return 0, invalidf(r.file, v.Line, field, "%q is not a file mode; write octal permission bits as a string like \"0644\"", s)
+		return 0, invalidf(r.File, v.Line, field, "%q is not a file mode; write octal permission bits as a string like \"0644\"", s)
 	}
 	mode, _ := strconv.ParseUint(m[1], 8, 32)
 	return uint32(mode), nil
@@ -429,17 +436,17 @@ func (r *definitionReader) mode(v *yaml.Node, field string) (uint32, error) {
 
 func (r *definitionReader) env(v *yaml.Node) (map[string]string, error) {
 	out := map[string]string{}
-	err := r.mapping(v, "env", nil, func(key string, k, val *yaml.Node) error {
-		field := join("env", key)
+	err := r.Mapping(v, "env", nil, func(key string, k, val *yaml.Node) error {
+		field := yamltree.Join("env", key)
 		if !envPattern.MatchString(key) {
-			return invalidf(r.file, k.Line, field, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", key)
+			return invalidf(r.File, k.Line, field, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", key)
 		}
-		s, err := r.text(val, field)
+		s, err := r.Text(val, field)
 		if err != nil {
 			return err
 		}
 		if strings.ContainsRune(s, 0) {
-			return invalidf(r.file, val.Line, field, "contains a NUL character, which an environment value cannot hold")
+			return invalidf(r.File, val.Line, field, "contains a NUL character, which an environment value cannot hold")
 		}
 		out[key] = s
 		return nil
@@ -454,20 +461,20 @@ func (r *definitionReader) env(v *yaml.Node) (map[string]string, error) {
 }
 
 func (r *definitionReader) tools(v *yaml.Node) ([]Tool, error) {
-	items, err := r.sequence(v, "tools")
+	items, err := r.List(v, "tools")
 	if err != nil {
 		return nil, err
 	}
 	var out []Tool
 	seen := map[string]int{}
 	for i, item := range items {
-		field := index("tools", i)
+		field := yamltree.Index("tools", i)
 		t, err := r.tool(item, field)
 		if err != nil {
 			return nil, err
 		}
 		if first, dup := seen[t.Name]; dup {
-			return nil, invalidf(r.file, item.Line, join(field, "name"), "%q is already configured by the entry on line %d; a template has at most one entry per tool", t.Name, first)
+			return nil, invalidf(r.File, item.Line, yamltree.Join(field, "name"), "%q is already configured by the entry on line %d; a template has at most one entry per tool", t.Name, first)
 		}
 		seen[t.Name] = item.Line
 		out = append(out, t)
@@ -478,16 +485,16 @@ func (r *definitionReader) tools(v *yaml.Node) ([]Tool, error) {
 func (r *definitionReader) tool(n *yaml.Node, field string) (Tool, error) {
 	var t Tool
 	if n.Kind != yaml.MappingNode {
-		return t, invalidf(r.file, n.Line, field, "must be a mapping like {name: claude, model: sonnet}, not %s", describe(n))
+		return t, invalidf(r.File, n.Line, field, "must be a mapping like {name: claude, model: sonnet}, not %s", yamltree.Describe(n))
 	}
-	err := r.mapping(n, field, toolKeys, func(key string, k, v *yaml.Node) error {
+	err := r.Mapping(n, field, toolKeys, func(key string, k, v *yaml.Node) error {
 		var err error
-		f := join(field, key)
+		f := yamltree.Join(field, key)
 		switch key {
 		case "name":
-			t.Name, err = r.text(v, f)
-			if err == nil && !contains(toolList, t.Name) {
-				err = invalidf(r.file, v.Line, f, "%q is not a tool isx installs; use one of %s", t.Name, strings.Join(toolList, ", "))
+			t.Name, err = r.Text(v, f)
+			if err == nil && !slices.Contains(toolList, t.Name) {
+				err = invalidf(r.File, v.Line, f, "%q is not a tool isx installs; use one of %s", t.Name, strings.Join(toolList, ", "))
 			}
 		case "model":
 			t.Model, err = r.model(v, f)
@@ -496,7 +503,7 @@ func (r *definitionReader) tool(n *yaml.Node, field string) (Tool, error) {
 		case "workdir":
 			t.Workdir, err = r.agentPath(v, f)
 		case "agent_note":
-			t.AgentNote, err = r.text(v, f)
+			t.AgentNote, err = r.Text(v, f)
 		}
 		return err
 	})
@@ -504,18 +511,18 @@ func (r *definitionReader) tool(n *yaml.Node, field string) (Tool, error) {
 		return t, err
 	}
 	if t.Name == "" {
-		return t, invalidf(r.file, n.Line, join(field, "name"), "is missing; say which tool: %s", strings.Join(toolList, ", "))
+		return t, invalidf(r.File, n.Line, yamltree.Join(field, "name"), "is missing; say which tool: %s", strings.Join(toolList, ", "))
 	}
 	return t, nil
 }
 
 func (r *definitionReader) model(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
 	if err := CheckModel(s); err != nil {
-		return "", invalidf(r.file, v.Line, field, "%s; remove the line to use the tool's default", err.Error())
+		return "", invalidf(r.File, v.Line, field, "%s; remove the line to use the tool's default", err.Error())
 	}
 	return s, nil
 }
@@ -531,20 +538,20 @@ func CheckModel(s string) error {
 }
 
 func (r *definitionReader) repos(v *yaml.Node, field string) ([]Repo, error) {
-	items, err := r.sequence(v, field)
+	items, err := r.List(v, field)
 	if err != nil {
 		return nil, err
 	}
 	var out []Repo
 	seen := map[string]int{}
 	for i, item := range items {
-		f := index(field, i)
+		f := yamltree.Index(field, i)
 		repo, err := r.repo(item, f)
 		if err != nil {
 			return nil, err
 		}
 		if first, dup := seen[repo.Dir()]; dup {
-			return nil, invalidf(r.file, item.Line, f, "clones into %q like the entry on line %d; give one of them its own `path`", repo.Dir(), first)
+			return nil, invalidf(r.File, item.Line, f, "clones into %q like the entry on line %d; give one of them its own `path`", repo.Dir(), first)
 		}
 		seen[repo.Dir()] = item.Line
 		out = append(out, repo)
@@ -556,7 +563,7 @@ func (r *definitionReader) repos(v *yaml.Node, field string) ([]Repo, error) {
 func (r *definitionReader) repo(n *yaml.Node, field string) (Repo, error) {
 	var repo Repo
 	if n.Kind == yaml.ScalarNode {
-		s, err := r.text(n, field)
+		s, err := r.Text(n, field)
 		if err != nil {
 			return repo, err
 		}
@@ -564,17 +571,17 @@ func (r *definitionReader) repo(n *yaml.Node, field string) (Repo, error) {
 		return repo, r.checkURL(n, field, s)
 	}
 	if n.Kind != yaml.MappingNode {
-		return repo, invalidf(r.file, n.Line, field, "must be a repository URL or a mapping {url, path}, not %s", describe(n))
+		return repo, invalidf(r.File, n.Line, field, "must be a repository URL or a mapping {url, path}, not %s", yamltree.Describe(n))
 	}
 	var urlNode *yaml.Node
-	err := r.mapping(n, field, repoKeys, func(key string, k, v *yaml.Node) error {
+	err := r.Mapping(n, field, repoKeys, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
 		case "url":
 			urlNode = v
-			repo.URL, err = r.text(v, join(field, "url"))
+			repo.URL, err = r.Text(v, yamltree.Join(field, "url"))
 		case "path":
-			repo.Path, err = r.agentPath(v, join(field, "path"))
+			repo.Path, err = r.agentPath(v, yamltree.Join(field, "path"))
 		}
 		return err
 	})
@@ -582,9 +589,9 @@ func (r *definitionReader) repo(n *yaml.Node, field string) (Repo, error) {
 		return repo, err
 	}
 	if urlNode == nil {
-		return repo, invalidf(r.file, n.Line, join(field, "url"), "is missing; say which repository to clone")
+		return repo, invalidf(r.File, n.Line, yamltree.Join(field, "url"), "is missing; say which repository to clone")
 	}
-	return repo, r.checkURL(urlNode, join(field, "url"), repo.URL)
+	return repo, r.checkURL(urlNode, yamltree.Join(field, "url"), repo.URL)
 }
 
 // checkURL accepts the URLs git clones without running anything: https,
@@ -592,11 +599,11 @@ func (r *definitionReader) repo(n *yaml.Node, field string) (Repo, error) {
 // dashes (read as options) and transport::address forms like ext::.
 func (r *definitionReader) checkURL(n *yaml.Node, field, s string) error {
 	bad := func(why string) error {
-		return invalidf(r.file, n.Line, field, "%q %s; use https://host/owner/repo.git, ssh://host/path or git@host:path", s, why)
+		return invalidf(r.File, n.Line, field, "%q %s; use https://host/owner/repo.git, ssh://host/path or git@host:path", s, why)
 	}
 	switch {
 	case s == "":
-		return invalidf(r.file, n.Line, field, "is empty; say which repository to clone")
+		return invalidf(r.File, n.Line, field, "is empty; say which repository to clone")
 	case strings.HasPrefix(s, "-"):
 		return bad("starts with '-'")
 	case strings.IndexFunc(s, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) >= 0:
@@ -625,19 +632,19 @@ func (r *definitionReader) checkURL(n *yaml.Node, field, s string) error {
 // agentPath accepts a path inside the instance, absolute or relative to
 // the agent's home, that cannot climb out with "..".
 func (r *definitionReader) agentPath(v *yaml.Node, field string) (string, error) {
-	s, err := r.text(v, field)
+	s, err := r.Text(v, field)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case s == "":
-		return "", invalidf(r.file, v.Line, field, "is empty; remove the line to use the default")
+		return "", invalidf(r.File, v.Line, field, "is empty; remove the line to use the default")
 	case hasControl(s):
-		return "", invalidf(r.file, v.Line, field, "contains control characters")
+		return "", invalidf(r.File, v.Line, field, "contains control characters")
 	case strings.HasPrefix(s, "-"), strings.HasPrefix(s, "~"):
-		return "", invalidf(r.file, v.Line, field, "%q must be an absolute path or one relative to the agent's home, without a leading - or ~", s)
-	case contains(strings.Split(s, "/"), ".."):
-		return "", invalidf(r.file, v.Line, field, "%q contains \"..\"; write the path without it", s)
+		return "", invalidf(r.File, v.Line, field, "%q must be an absolute path or one relative to the agent's home, without a leading - or ~", s)
+	case slices.Contains(strings.Split(s, "/"), ".."):
+		return "", invalidf(r.File, v.Line, field, "%q contains \"..\"; write the path without it", s)
 	}
 	return s, nil
 }
