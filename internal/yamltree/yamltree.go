@@ -72,10 +72,14 @@ func (r *Reader) syntaxError(err error) error {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}
-	if slices.Contains(parserProblems, msg) {
+	switch {
+	case slices.Contains(parserProblems, msg):
 		// yaml.v3 reports a parser error's 0-based line as it is (it adds
 		// one only for scanner errors), and omits it for the first line.
 		line++
+	case line == 0:
+		// A scanner error on the first line comes without a line number.
+		line = 1
 	}
 	return r.wrap(&Error{File: r.File, Line: line, Message: "is not valid YAML: " + msg, Err: err})
 }

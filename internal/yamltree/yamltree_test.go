@@ -298,3 +298,15 @@ func TestDescribe(t *testing.T) {
 		t.Error("Join or Index builds the wrong path")
 	}
 }
+
+func TestScannerErrorOnFirstLineNamesLineOne(t *testing.T) {
+	r := &yamltree.Reader{File: "x.yaml"}
+	_, _, err := r.Document([]byte("a: b: c\n"))
+	var yerr *yamltree.Error
+	if !errors.As(err, &yerr) {
+		t.Fatalf("got %v, want a *yamltree.Error", err)
+	}
+	if yerr.Line != 1 {
+		t.Fatalf("line = %d, want 1 (%v)", yerr.Line, err)
+	}
+}
