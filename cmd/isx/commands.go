@@ -14,6 +14,7 @@ func commands(a *app) []*cobra.Command {
 		newListCommand(a),
 		newShellCommand(a),
 		newDestroyCommand(a),
+		newMCPCommand(a),
 	}
 }
 

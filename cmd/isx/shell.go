@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -14,26 +15,36 @@ import (
 	"github.com/incusspawn/isx/internal/build"
 	"github.com/incusspawn/isx/internal/incus"
 	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/task"
 )
 
 // loginShell starts bash as a login shell, or sh where there is no bash.
 const loginShell = `if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l`
 
 func newShellCommand(a *app) *cobra.Command {
-	return &cobra.Command{
+	var taskID string
+	cmd := &cobra.Command{
 		Use:   "shell NAME",
 		Short: "Open an interactive shell in an instance as the agent user",
 		Long: "shell starts the instance if it is stopped and opens a login shell in it as the\n" +
 			"agent user, in /home/agent, through the incus CLI. While the shell runs, isx\n" +
-			"mcp knows a person is in the instance and never destroys it.",
+			"mcp knows a person is in the instance and never destroys it.\n\n" +
+			"With --task TASK_ID (task_status's join_command) it joins an isx mcp task\n" +
+			"instead: a delegated agent's task resumes the agent's conversation (claude\n" +
+			"--resume, codex resume); a command task, which has no conversation, opens the\n" +
+			"login shell in the task's working directory and says where its output is. While\n" +
+			"you are in it the task is marked attached, and a finished delegate's task_status\n" +
+			"says attached, so the host agent does not continue that conversation meanwhile.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runShell(cmd.Context(), args[0])
+			return a.runShell(cmd.Context(), args[0], taskID)
 		},
 	}
+	cmd.Flags().StringVar(&taskID, "task", "", "join this isx mcp task (see task_status.join_command)")
+	return cmd
 }
 
-func (a *app) runShell(ctx context.Context, name string) error {
+func (a *app) runShell(ctx context.Context, name, taskID string) error {
 	client, err := a.incus()
 	if err != nil {
 		return err
@@ -53,7 +64,12 @@ func (a *app) runShell(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	runErr := a.attach(incusCLI, client, name)
+	var runErr error
+	if taskID != "" {
+		runErr = a.joinTask(ctx, incusCLI, client, name, taskID)
+	} else {
+		runErr = a.attach(incusCLI, client, name, build.AgentHome, []string{"sh", "-c", loginShell})
+	}
 	if err := release(); err != nil {
 		a.warnf("%v", err)
 	}
@@ -89,18 +105,19 @@ func (a *app) readyForShell(ctx context.Context, client *incus.Client, name stri
 	return nil
 }
 
-// attach runs `incus exec` with this terminal and returns the shell's exit
-// status as an exitError.
-func (a *app) attach(incusCLI string, client *incus.Client, name string) error {
+// attach runs argv with `incus exec` as the agent in cwd, with this
+// terminal, and returns its exit status as an exitError.
+func (a *app) attach(incusCLI string, client *incus.Client, name, cwd string, argv []string) error {
 	terminal := "-T"
 	if isTerminal(os.Stdin) {
 		terminal = "-t"
 	}
 	uid, gid := strconv.Itoa(build.AgentUID), strconv.Itoa(build.AgentGID)
-	cmd := exec.Command(incusCLI, "exec", "--project", client.ProjectName(), name,
-		"--user", uid, "--group", gid, "--cwd", build.AgentHome,
-		"--env", "HOME="+build.AgentHome, "--env", "USER="+build.AgentUser, "--env", "LOGNAME="+build.AgentUser,
-		terminal, "--", "sh", "-c", loginShell)
+	args := []string{"exec", "--project", client.ProjectName(), name,
+		"--user", uid, "--group", gid, "--cwd", cwd,
+		"--env", "HOME=" + build.AgentHome, "--env", "USER=" + build.AgentUser, "--env", "LOGNAME=" + build.AgentUser,
+		terminal, "--"}
+	cmd := exec.Command(incusCLI, append(args, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, a.stdout, a.stderr
 	cmd.Env = append(os.Environ(), envSocket+"="+client.Socket())
 	err := cmd.Run()
@@ -117,4 +134,79 @@ func (a *app) attach(incusCLI string, client *incus.Client, name string) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// joinTask puts the person into an isx mcp task, marked attached for as
+// long as they are in it (task.AttachCommand).
+func (a *app) joinTask(ctx context.Context, incusCLI string, client *incus.Client, name, taskID string) error {
+	info, err := task.Status(ctx, client, name, taskID)
+	if err != nil {
+		return err
+	}
+	if info.State == task.StateLost || info.Record == nil {
+		return &instance.Error{Code: instance.CodeNotFound, Instance: name,
+			Message: fmt.Sprintf("instance %s has no record of task %s; task_status in isx mcp lists what it has", name, taskID)}
+	}
+	cwd := info.Record.Cwd
+	var argv []string
+	if info.Kind() == task.KindDelegate {
+		if argv, err = resumeCommand(ctx, client, name, info); err != nil {
+			return err
+		}
+		argv = append([]string{"sh", "-lc", `cd "$1" 2>/dev/null; shift; exec "$@"`, "isx-join", cwd}, argv...)
+	} else {
+		argv = []string{"sh", "-c", commandTaskShell, "isx-join", commandTaskIntro(info), cwd}
+	}
+	joined, err := task.AttachCommand(taskID, argv)
+	if err != nil {
+		return err
+	}
+	return a.attach(incusCLI, client, name, build.AgentHome, joined)
+}
+
+// commandTaskShell is what joining a command task opens: a command has no
+// conversation to resume, so the person gets a login shell in the task's
+// working directory, told the task's state and where its output is.
+const commandTaskShell = `printf '%s\n' "$1"; cd "$2" 2>/dev/null || cd
+if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l`
+
+func commandTaskIntro(info *task.Info) string {
+	state := string(info.State)
+	if info.State == task.StateFinished {
+		state = fmt.Sprintf("finished with exit code %d", info.ExitCode)
+	}
+	command := strings.Join(info.Record.Command, " ")
+	if len(info.Record.Command) == 3 && info.Record.Command[0] == "/bin/sh" && info.Record.Command[1] == "-c" {
+		command = info.Record.Command[2]
+	}
+	dir := fmt.Sprintf("%s/%s/runs/%d", task.Dir, info.ID, info.Run)
+	return fmt.Sprintf("isx: task %s (%s) is %s; its output is in %s/stdout and %s/stderr. A command task has no conversation, so this is a shell in its working directory; exit it to leave.",
+		info.ID, command, state, dir, dir)
+}
+
+// resumeCommand is the command that resumes a delegated agent's saved
+// conversation.
+func resumeCommand(ctx context.Context, client *incus.Client, name string, info *task.Info) ([]string, error) {
+	res, err := client.Exec(ctx, name, incus.ExecRequest{
+		Command: []string{"cat", fmt.Sprintf("%s/%s/session_id", task.Dir, info.ID)},
+		UID:     build.AgentUID, GID: build.AgentGID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	session := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || session == "" || strings.ContainsAny(session, " \t\n") {
+		return nil, fmt.Errorf("task %s has no saved agent session yet, so there is no conversation to join; try again once it has started", info.ID)
+	}
+	agent := ""
+	if info.Record.Delegate != nil {
+		agent = info.Record.Delegate.Agent
+	}
+	switch agent {
+	case "claude", "":
+		return []string{"claude", "--resume", session}, nil
+	case "codex":
+		return []string{"codex", "resume", session}, nil
+	}
+	return nil, fmt.Errorf("joining a %s task is not supported yet; isx shell %s opens a shell in the instance", agent, name)
 }
