@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/incusspawn/isx/internal/config"
+	"github.com/incusspawn/isx/internal/process"
 )
 
 // While `isx shell` runs, a marker file on the host says that a person is
@@ -37,12 +37,12 @@ func MarkShell(home, project, instance string, pid int) (release func() error, e
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recording the shell in %s: %w", dir, err)
 	}
-	start, err := processStart(pid)
+	stat, err := process.Read(pid)
 	if err != nil {
 		return nil, fmt.Errorf("recording the shell: process %d: %w", pid, err)
 	}
 	file := filepath.Join(dir, markerName(project, instance, pid))
-	content := fmt.Sprintf("%d %s\n", pid, start)
+	content := fmt.Sprintf("%d %s\n", pid, stat.Start)
 	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 		return nil, fmt.Errorf("recording the shell: %w", err)
 	}
@@ -122,38 +122,12 @@ func markerAlive(file string, pid int) (bool, error) {
 		return false, fmt.Errorf("reading the shell record %s: %w", file, err)
 	}
 	fields := strings.Fields(string(data))
-	start, err := processStart(pid)
-	if errors.Is(err, errNoProcess) {
+	stat, err := process.Read(pid)
+	if errors.Is(err, process.ErrGone) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return len(fields) == 2 && fields[1] == start, nil
-}
-
-var errNoProcess = errors.New("no such process")
-
-// processStart is the process's start time in clock ticks since boot
-// (field 22 of /proc/<pid>/stat), which tells a pid's reuse apart.
-func processStart(pid int) (string, error) {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return "", errNoProcess
-	}
-	if err != nil {
-		return "", err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	stat := string(data)
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(stat[end+1:])
-	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	return fields[19], nil
+	return len(fields) == 2 && fields[1] == stat.Start && stat.State != "Z", nil
 }

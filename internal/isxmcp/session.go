@@ -1,13 +1,12 @@
 package isxmcp
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/incusspawn/isx/internal/process"
 )
 
 // A stdio session is one isx mcp process. Its id, stdio:<pid>:<start>, is
@@ -24,11 +23,12 @@ func StdioSession() (string, error) {
 
 // SessionOf is the stdio session id of process pid.
 func SessionOf(pid int) (string, error) {
-	start, state, err := processStart(pid)
+	stat, err := process.Read(pid)
 	if err != nil {
 		return "", fmt.Errorf("reading process %d to name the MCP session: %w", pid, err)
 	}
-	if state == "Z" {
+	start := stat.Start
+	if stat.State == "Z" {
 		return "", fmt.Errorf("process %d has exited", pid)
 	}
 	return stdioPrefix + strconv.Itoa(pid) + ":" + start, nil
@@ -47,34 +47,5 @@ func SessionAlive(id string) bool {
 	if !ok || err != nil || pid <= 0 {
 		return false
 	}
-	current, state, err := processStart(pid)
-	if err != nil {
-		// Unreadable for another reason than absence: assume it runs.
-		return !errors.Is(err, errNoProcess)
-	}
-	return current == start && state != "Z"
-}
-
-var errNoProcess = errors.New("no such process")
-
-// processStart returns field 22 (start time in clock ticks since boot) and
-// field 3 (state) of /proc/<pid>/stat.
-func processStart(pid int) (start, state string, err error) {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", errNoProcess
-	}
-	if err != nil {
-		return "", "", err
-	}
-	stat := string(data)
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return "", "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(stat[end+1:])
-	if len(fields) < 20 {
-		return "", "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	return fields[19], fields[0], nil
+	return process.Alive(pid, start)
 }
