@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,14 +89,14 @@ func (a *app) runInit(ctx context.Context, interactive bool, socket, project str
 
 // askSettings offers each setting with its current value as the default.
 func (a *app) askSettings(cfg *config.Config) error {
-	in := bufio.NewReader(a.stdin)
 	ask := func(question, current string) (string, error) {
 		fmt.Fprintf(a.stdout, "%s [%s]: ", question, current)
-		line, err := in.ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("reading your answer: %w", err)
+		// One line and no more, so that the MCP step's questions get theirs.
+		answer, err := readAnswer(a.stdin)
+		if err != nil {
+			return "", err
 		}
-		if answer := strings.TrimSpace(line); answer != "" {
+		if answer != "" {
 			return answer, nil
 		}
 		return current, nil
