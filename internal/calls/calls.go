@@ -12,11 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/incusspawn/isx/internal/action"
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/expr"
 	"github.com/incusspawn/isx/internal/mcpserve"
+	"github.com/incusspawn/isx/internal/native"
 	"github.com/incusspawn/isx/internal/policy"
 	"github.com/incusspawn/isx/internal/store"
 )
@@ -56,6 +58,8 @@ type Runner struct {
 	Clock    clock.Clock
 	// Random feeds uuid.New() in the native cel tool.
 	Random io.Reader
+
+	natives sync.Map // native tool name → *action.Compiled input schema
 }
 
 // Call runs one tools/call beneath a request.
@@ -198,6 +202,10 @@ func (e *callEnv) run(ctx context.Context) (any, *mcpserve.ToolFailure) {
 		}
 	}
 	if t.action.Native {
+		if err := e.request.runner.validateNative(t.action.Definition.Name, e.input); err != nil {
+			return nil, &mcpserve.ToolFailure{Code: "action_input_invalid", Message: inputMessage(err),
+				Hint: "Call the tool with arguments that match its inputSchema (see tools/list)."}
+		}
 		switch t.action.Definition.Name {
 		case action.NativeCEL:
 			return e.nativeCEL(ctx, e.input)
@@ -219,6 +227,24 @@ func (e *callEnv) run(ctx context.Context) (any, *mcpserve.ToolFailure) {
 		return e.starlark(ctx)
 	}
 	return nil, &mcpserve.ToolFailure{Code: "action_not_runnable", Message: fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind)}
+}
+
+// validateNative checks a native tool's input against the schema the
+// server lists for it, compiled once per runner.
+func (r *Runner) validateNative(name string, input map[string]any) error {
+	compiled, ok := r.natives.Load(name)
+	if !ok {
+		described, found := native.Lookup(name)
+		if !found {
+			return nil
+		}
+		c, err := action.Compile(action.Definition{Name: name, Kind: action.KindTool, Tool: &action.ToolBlock{InputSchema: described.InputSchema}})
+		if err != nil {
+			return err
+		}
+		compiled, _ = r.natives.LoadOrStore(name, c)
+	}
+	return compiled.(*action.Compiled).ValidateInput(input)
 }
 
 func inputMessage(err error) string {

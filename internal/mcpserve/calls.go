@@ -99,7 +99,13 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, ctx.Err() // the middleware answers mcp_request_deadline
 	}
-	ex.setInvocation("output", map[string]any{"isError": result.IsError})
+	output := map[string]any{"isError": result.IsError}
+	if failure, ok := result.Meta["com.twisp/error"].(map[string]any); ok {
+		// Why the external agent got a tool error, also when no call ran
+		// (a missing intent, a closed session).
+		output["error"] = map[string]any{"code": failure["code"], "message": failure["message"]}
+	}
+	ex.setInvocation("output", output)
 	return result, nil
 }
 

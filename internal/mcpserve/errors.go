@@ -140,8 +140,13 @@ func errorBody(id json.RawMessage, e *rpcError) []byte {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   any             `json:"error"`
-	}{"2.0", id, map[string]any{"code": e.Code, "message": e.message(), "data": e.Data}})
+	}{"2.0", id, e.wire()})
 	return body
+}
+
+// wire is the error object as it is sent.
+func (e *rpcError) wire() map[string]any {
+	return map[string]any{"code": e.Code, "message": e.message(), "data": e.Data}
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

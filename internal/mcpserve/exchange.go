@@ -24,12 +24,16 @@ type exchange struct {
 	body    []byte
 	server  *Server
 	started time.Time
+	// ctx bounds the request's work: it ends when the client goes away or
+	// the server's response timeout passes.
+	ctx context.Context
 
 	executionID string
 	session     store.SessionKey
 	// sessionInput is the session's input, fixed when it was created.
 	sessionInput json.RawMessage
 	record       map[string]any // execution.input: the request as recorded
+	recordJSON   json.RawMessage
 
 	mu sync.Mutex
 	// What the method handler did, recorded at completion.
@@ -55,8 +59,8 @@ func (ex *exchange) requestRecord() map[string]any {
 		return ex.record
 	}
 	var params any
-	if len(ex.req.Params) > 0 {
-		json.Unmarshal(ex.req.Params, &params)
+	if ex.req.params != nil {
+		params = ex.req.params
 	}
 	var id any
 	if len(ex.req.ID) > 0 {
@@ -71,6 +75,9 @@ func (ex *exchange) requestRecord() map[string]any {
 		"subject":         ex.who.Subject,
 		"client":          ex.who.Client,
 		"protocolVersion": ex.req.version,
+	}
+	if ex.req.truncated != "" {
+		ex.record["truncated"] = ex.req.truncated
 	}
 	return ex.record
 }
@@ -106,7 +113,7 @@ func (h *Handler) writeRefusal(w http.ResponseWriter, ex *exchange, rerr *rpcErr
 	if rerr.Name == errSessionClosed && ex.req.Method == "tools/call" {
 		result := toolError(errSessionClosed, messages[errSessionClosed], hints[errSessionClosed])
 		ex.annotate(result)
-		writeJSON(w, http.StatusOK, resultBody(ex.req.ID, result))
+		writeJSON(w, http.StatusOK, resultBody(ex.req.ID, ex.callResult(result)))
 		return
 	}
 	rerr.write(w, ex.req.ID)
@@ -114,7 +121,10 @@ func (h *Handler) writeRefusal(w http.ResponseWriter, ex *exchange, rerr *rpcErr
 
 // execution builds the record of the request itself.
 func (ex *exchange) execution(role, status string, output json.RawMessage, rerr *rpcError, details map[string]any) *store.Execution {
-	input, _ := json.Marshal(ex.requestRecord())
+	if ex.recordJSON == nil {
+		ex.recordJSON, _ = json.Marshal(ex.requestRecord())
+	}
+	input := ex.recordJSON
 	e := &store.Execution{
 		ID:            ex.h.opts.IDs.New(),
 		Account:       ex.account,
@@ -213,7 +223,13 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 		h.refuse(w, r, ex, rerr)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), exchangeKey{}, ex), ex.deadline())
+	// The SDK detaches its handlers from the HTTP request's context and
+	// answers nothing once that context ends, so it gets the request's own
+	// context; the work the middleware does runs under ex.ctx, bounded by
+	// the response timeout, so that a passed deadline is answered.
+	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	var cancel context.CancelFunc
+	ex.ctx, cancel = context.WithTimeout(ctx, ex.deadline())
 	defer cancel()
 	buffer := newBufferedResponse()
 	sdkRequest := r.Clone(ctx)
@@ -225,6 +241,12 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 	switch {
 	case r.Context().Err() != nil:
 		status = store.Cancelled
+	case buffer.body.Len() == 0:
+		// The SDK answered nothing: never send an empty 200.
+		h.opts.Logger.Error("the MCP SDK answered nothing", "execution", ex.executionID, "method", ex.req.Method)
+		ex.fail(newError(codeInternal, errInternal, http.StatusInternalServerError, nil))
+		buffer.replaceWith(ex.failure, ex.req.ID)
+		status = store.Failed
 	case ex.failure != nil || buffer.isJSONRPCError():
 		status = store.Failed
 	}
@@ -234,7 +256,10 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContention) {
 			rerr = newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
 		}
-		rerr.write(w, ex.req.ID)
+		h.recordUncommitted(ex, status, rerr, err)
+		if status != store.Cancelled {
+			rerr.write(w, ex.req.ID)
+		}
 		return
 	}
 	if status == store.Cancelled {
@@ -286,6 +311,47 @@ func (h *Handler) complete(ex *exchange, status string, buffer *bufferedResponse
 	})
 }
 
+// recordUncommitted records, in a write of its own, a request whose
+// completion did not commit (ACT-105): FAILED with the error its client gets
+// instead of the result, its calls kept as rolled back by it, its session
+// input CONSUMED. Nothing it wrote is applied and no use is recorded, since
+// no output left. When this write fails too, the execution stays RUNNING,
+// which claims no answer.
+func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError, cause error) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if status != store.Cancelled {
+		status = store.Failed
+	}
+	request := ex.execution(store.RoleRequest, status, nil, rerr, nil)
+	request.Output, _ = json.Marshal(map[string]any{"error": rerr.wire()})
+	invocation := map[string]any{}
+	for k, v := range ex.invocation {
+		invocation[k] = v
+	}
+	invocation["error"] = map[string]any{"code": rerr.Name, "message": rerr.message(), "details": map[string]any{"cause": cause.Error()}}
+	request.Invocation, _ = json.Marshal(invocation)
+	ctx := context.Background()
+	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
+		for _, call := range ex.calls {
+			kept := *call
+			if kept.RolledBackBy == "" {
+				kept.RolledBackBy = ex.executionID
+			}
+			if err := tx.InsertExecution(ctx, &kept); err != nil {
+				return err
+			}
+		}
+		if err := tx.FinishExecution(ctx, request); err != nil {
+			return err
+		}
+		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(ex.calls))
+	})
+	if err != nil {
+		h.opts.Logger.Error("record MCP request that did not commit", "execution", ex.executionID, "err", err)
+	}
+}
+
 // forwardNotification hands a notification (initialized, cancelled) to the
 // SDK. A notification is not a request: nothing is recorded.
 func (h *Handler) forwardNotification(w http.ResponseWriter, r *http.Request, ex *exchange) {
@@ -299,6 +365,9 @@ type readCloser struct{ *bytes.Reader }
 func (readCloser) Close() error { return nil }
 
 func jsonEqual(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true // both are encodings of the same mapping, keys sorted
+	}
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
 		return false
@@ -313,6 +382,7 @@ type bufferedResponse struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	parsed *replyView
 }
 
 func newBufferedResponse() *bufferedResponse {
@@ -322,6 +392,15 @@ func newBufferedResponse() *bufferedResponse {
 func (b *bufferedResponse) Header() http.Header         { return b.header }
 func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
+
+// replaceWith makes the buffered reply a JSON-RPC error.
+func (b *bufferedResponse) replaceWith(rerr *rpcError, id json.RawMessage) {
+	b.header = http.Header{"Content-Type": []string{"application/json"}}
+	b.status = rerr.Status
+	b.body.Reset()
+	b.body.Write(errorBody(id, rerr))
+	b.parsed = nil
+}
 
 func (b *bufferedResponse) flushTo(w http.ResponseWriter) {
 	for k, v := range b.header {
@@ -337,10 +416,13 @@ type replyView struct {
 	Error  json.RawMessage `json:"error"`
 }
 
+// reply is the buffered reply's result or error, decoded once.
 func (b *bufferedResponse) reply() replyView {
-	var v replyView
-	json.Unmarshal(b.body.Bytes(), &v)
-	return v
+	if b.parsed == nil {
+		b.parsed = &replyView{}
+		json.Unmarshal(b.body.Bytes(), b.parsed)
+	}
+	return *b.parsed
 }
 
 func (b *bufferedResponse) isJSONRPCError() bool { return len(b.reply().Error) > 0 }

@@ -109,8 +109,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil).write(w, nil)
 		return
 	}
-	req, rerr := decode(body, r.Header)
-	if rerr != nil && !tooLarge {
+	var req *rpcRequest
+	var rerr *rpcError
+	if tooLarge {
+		// Only a prefix was kept, which does not decode: what it says of
+		// the request is read as far as it goes, for the refusal's record.
+		req = peek(body, r.Header)
+	} else if req, rerr = decode(body, r.Header); rerr != nil {
 		rerr.write(w, idOf(req))
 		return
 	}
@@ -202,7 +207,7 @@ func (h *Handler) gate(ex *exchange) *rpcError {
 		return newError(codeInvalidParams, errForbidden, http.StatusForbidden, map[string]any{"name": ex.server.Name})
 	}
 	method := ex.req.Method
-	if !ex.server.serves(method) {
+	if !ex.server.serves(method, ex.req.version) {
 		return newError(codeMethodNotFound, errMethodNotFound, http.StatusNotFound, map[string]any{"method": method})
 	}
 	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(tasksExtension) {

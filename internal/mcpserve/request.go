@@ -27,26 +27,19 @@ type rpcRequest struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 
 	// decoded from params
-	meta      map[string]any
-	name      string // params.name, params.uri or params.taskId
-	arguments map[string]any
-	version   string // the protocol version the request speaks
+	params  map[string]any
+	meta    map[string]any
+	name    string // params.name, params.uri or params.taskId
+	version string // the protocol version the request speaks
+	// truncated is the kept prefix of a request too large to record.
+	truncated string
 }
 
 func (r *rpcRequest) isCall() bool { return len(r.ID) > 0 && string(r.ID) != "null" }
 
-// paramsView holds the parts of params the endpoint looks at before the SDK.
-type paramsView struct {
-	Meta      map[string]any `json:"_meta"`
-	Name      string         `json:"name"`
-	URI       string         `json:"uri"`
-	TaskID    string         `json:"taskId"`
-	Arguments map[string]any `json:"arguments"`
-	Version   string         `json:"protocolVersion"`
-}
-
 // decode reads one request and the checks that come before its token: a
-// request failing them is refused and not recorded.
+// request failing them is refused and not recorded. params is decoded once,
+// into the generic form the record and the session mapping read.
 func decode(body []byte, header http.Header) (*rpcRequest, *rpcError) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
@@ -56,25 +49,30 @@ func decode(body []byte, header http.Header) (*rpcRequest, *rpcError) {
 	if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || req.Method == "" {
 		return nil, newError(-32700, errBadRequest, http.StatusBadRequest, nil)
 	}
-	var view paramsView
 	if len(req.Params) > 0 && string(req.Params) != "null" {
-		if err := json.Unmarshal(req.Params, &view); err != nil {
+		if err := json.Unmarshal(req.Params, &req.params); err != nil {
 			return &req, newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, map[string]any{"reason": "params must be an object"})
 		}
 	}
-	req.meta, req.arguments = view.Meta, view.Arguments
+	req.meta, _ = req.params["_meta"].(map[string]any)
 	switch req.Method {
 	case "resources/read":
-		req.name = view.URI
+		req.name = req.param("uri")
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		req.name = view.TaskID
+		req.name = req.param("taskId")
 	default:
-		req.name = view.Name
+		req.name = req.param("name")
 	}
-	if rerr := checkVersion(&req, header, view.Version); rerr != nil {
+	if rerr := checkVersion(&req, header, req.param("protocolVersion")); rerr != nil {
 		return &req, rerr
 	}
 	return &req, checkHeaders(&req, header)
+}
+
+// param is a string member of params, "" when absent or not a string.
+func (r *rpcRequest) param(name string) string {
+	s, _ := r.params[name].(string)
+	return s
 }
 
 // checkVersion finds the revision a request speaks and refuses one the
@@ -140,3 +138,31 @@ func (r *rpcRequest) hasExtension(name string) bool {
 
 // clientInfo is what the request says of the client, for the record only.
 func (r *rpcRequest) clientInfo() any { return r.meta[metaClientKey] }
+
+// peek reads the id and method of a request from a prefix of its body,
+// which may end anywhere: the members before params are read, the rest is
+// left. The protocol version comes from the header.
+func peek(prefix []byte, header http.Header) *rpcRequest {
+	req := &rpcRequest{JSONRPC: "2.0", version: header.Get("Mcp-Protocol-Version"), truncated: string(prefix)}
+	decoder := json.NewDecoder(bytes.NewReader(prefix))
+	if token, err := decoder.Token(); err != nil || token != json.Delim('{') {
+		return req
+	}
+	for decoder.More() {
+		token, err := decoder.Token()
+		if err != nil {
+			return req
+		}
+		var value json.RawMessage
+		if err := decoder.Decode(&value); err != nil {
+			return req
+		}
+		switch token {
+		case "id":
+			req.ID = value
+		case "method":
+			json.Unmarshal(value, &req.Method)
+		}
+	}
+	return req
+}

@@ -96,17 +96,25 @@ func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		var result mcp.Result
 		var err error
+		// The SDK runs handlers detached from the HTTP request; the work of
+		// the request runs under ex.ctx, which ends when the client goes
+		// away or the server's response timeout passes.
+		run := ex.ctx
 		switch method {
 		case "tools/list":
-			result, err = h.listTools(ctx, ex)
+			result, err = h.listTools(run, ex)
 		case "tools/call":
 			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
-			result, err = h.callTool(ctx, ex, params)
+			var called *mcp.CallToolResult
+			called, err = h.callTool(run, ex, params)
+			if called != nil {
+				result = ex.callResult(called)
+			}
 		default:
 			result, err = next(ctx, method, req)
 		}
 		if err != nil {
-			if ctx.Err() == context.DeadlineExceeded {
+			if run.Err() == context.DeadlineExceeded {
 				rerr := newError(codeInternal, errDeadline, http.StatusInternalServerError,
 					map[string]any{"responseTimeout": int(ex.deadline().Seconds())})
 				ex.fail(rerr)
@@ -114,11 +122,37 @@ func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return nil, err
 		}
-		if result != nil {
+		// ping's empty result cannot carry _meta: the SDK's type panics on
+		// it, in a goroutine of its own, which would end the process.
+		if result != nil && method != "ping" {
 			ex.annotate(result)
 		}
 		return result, nil
 	}
+}
+
+// callResult is a tools/call result as the request's revision sends it.
+// The SDK marks a result complete only on the tool path it serves itself,
+// and 2026-07-28 requires resultType on every tools/call result.
+func (ex *exchange) callResult(res *mcp.CallToolResult) mcp.Result {
+	if ex.req.version < newProtocol {
+		return res
+	}
+	return completeCallResult{res}
+}
+
+// completeCallResult is a CallToolResult sent with resultType "complete".
+type completeCallResult struct{ *mcp.CallToolResult }
+
+func (r completeCallResult) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(r.CallToolResult)
+	if err != nil || len(body) < 2 || body[0] != '{' {
+		return body, err
+	}
+	if len(body) == 2 {
+		return []byte(`{"resultType":"complete"}`), nil
+	}
+	return append([]byte(`{"resultType":"complete",`), body[1:]...), nil
 }
 
 // annotate puts the server's name and answering version, and the preview

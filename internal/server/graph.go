@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/incusspawn/isx/internal/calls"
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/graph"
 	"github.com/incusspawn/isx/internal/mcpserve"
+	"github.com/incusspawn/isx/internal/policy"
 	"github.com/incusspawn/isx/internal/store"
 )
 
@@ -49,8 +51,17 @@ func (f operationFailure) ToolFailure() *mcpserve.ToolFailure {
 	}
 	hint, _ := first.Extensions["hint"].(string)
 	messages := make([]string, 0, len(f.resp.Errors))
+	details := make([]map[string]any, 0, len(f.resp.Errors))
 	for _, e := range f.resp.Errors {
 		messages = append(messages, e.Message)
+		detail := map[string]any{"message": e.Message, "path": e.Path, "extensions": e.Extensions}
+		// The public message leaves out who was denied by which policy of
+		// which action; the record keeps it (ACT-131, ACT-132).
+		var denied *policy.Denied
+		if errors.As(e.Err, &denied) {
+			detail["denial"] = denied.Detail()
+		}
+		details = append(details, detail)
 	}
-	return &mcpserve.ToolFailure{Code: code, Message: strings.Join(messages, "\n"), Hint: hint, Detail: f.resp.Errors}
+	return &mcpserve.ToolFailure{Code: code, Message: strings.Join(messages, "\n"), Hint: hint, Detail: details}
 }

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite against actiond itself: builds
+# cmd/actiond, starts it on loopback over a fresh SQLite database (or a
+# Postgres schema), defines the conformance fixtures through its GraphQL API
+# (see conformance/README.md, "What the conformance server must look like"),
+# mints a token with `actiond token`, and runs scripts/conformance.sh for each
+# revision against conformance/expected-<revision>.txt.
+#
+#   conformance/actiond.sh [--requirements 2026-07-28|2025-11-25]... [--postgres DSN]
+#                          [--keep] [--verbose]
+#
+# --requirements REV  run only this revision (repeatable; default both)
+# --postgres DSN      use Postgres (a schema of its own, dropped afterwards)
+# --keep              leave actiond running and print its URL and token
+# --verbose           show the suite's own output
+#
+# Exit status: the first non-zero status of scripts/conformance.sh (1: an
+# expected-pass entry failed, 2: the harness could not run), else 0.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache="$root/.cache/conformance"
+revisions=()
+postgres=""
+keep=0
+verbose=()
+while (($# > 0)); do
+	case "$1" in
+	--requirements) revisions+=("$2") && shift 2 ;;
+	--postgres) postgres=$2 && shift 2 ;;
+	--keep) keep=1 && shift ;;
+	--verbose | -v) verbose=(--verbose) && shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' && exit 0 ;;
+	*) echo "actiond.sh: unknown argument $1" >&2 && exit 2 ;;
+	esac
+done
+((${#revisions[@]} > 0)) || revisions=(2026-07-28 2025-11-25)
+
+mkdir -p "$cache/bin"
+[[ -f $cache/.gitignore ]] || printf '*\n' >"$cache/.gitignore"
+(cd "$root" && go build -o "$cache/bin/actiond" ./cmd/actiond)
+actiond="$cache/bin/actiond"
+
+work=$(mktemp -d)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url="http://127.0.0.1:$port"
+schema=""
+if [[ -n $postgres ]]; then
+	schema="conformance_$$"
+	sep='?'
+	[[ $postgres == *\?* ]] && sep='&'
+	store=(--postgres "$postgres${sep}search_path=$schema")
+else
+	store=(--data "$work/data")
+fi
+
+pid=""
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+	if [[ -n $pid ]] && ((keep == 0)); then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	if [[ -n $schema ]] && ((keep == 0)); then
+		psql -q "$postgres" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+	fi
+	((keep == 1)) || rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [[ -n $schema ]]; then
+	command -v psql >/dev/null || { echo "actiond.sh: --postgres needs psql" >&2; exit 2; }
+	psql -q "$postgres" -c "CREATE SCHEMA $schema" >/dev/null
+fi
+"$actiond" serve --addr "127.0.0.1:$port" --public-url "$url" "${store[@]}" 2>"$work/actiond.log" &
+pid=$!
+for _ in $(seq 200); do
+	curl -fsS "$url/healthcheck" >/dev/null 2>&1 && break
+	kill -0 "$pid" 2>/dev/null || { cat "$work/actiond.log" >&2; exit 2; }
+	sleep 0.05
+done
+
+# graphql runs one request as the local root (no token, on loopback).
+graphql() {
+	local body answer
+	body=$(jq -n --arg q "$1" --argjson v "${2:-{\}}" '{query: $q, variables: $v}')
+	answer=$(curl -fsS -H 'Content-Type: application/json' -d "$body" "$url/financial/v1/graphql")
+	if [[ $(jq '.errors | length' <<<"$answer") != 0 ]]; then
+		echo "actiond.sh: GraphQL error: $answer" >&2
+		exit 2
+	fi
+}
+
+create() { # id input-json
+	# shellcheck disable=SC2016 # GraphQL variables, not shell ones
+	graphql 'mutation($id: ID!, $input: ActionInput!) { actions { createAction(id: $id, input: $input) { version } } }' \
+		"$(jq -n --arg id "$1" --argjson input "$2" '{id: $id, input: $input}')"
+}
+
+cel_tool() { # id name description expression [input-schema]
+	create "$1" "$(jq -n --arg n "$2" --arg d "$3" --arg e "$4" --argjson s "${5:-{\"type\":\"object\"\}}" \
+		'{name: $n, description: $d, kind: "cel", config: {expression: $e}, tool: {inputSchema: $s}}')"
+}
+
+# The suite's fixed tool names. test_simple_text comes first: the suite calls
+# tools[0] with {} (http-header-validation).
+cel_tool 00000000-0000-4000-8000-00000000c001 test_simple_text "Returns a simple text response." \
+	'"This is a simple text response for testing."'
+create 00000000-0000-4000-8000-00000000c002 "$(jq -n '{name: "test_error_handling", description: "Always fails, as a tool error.",
+	kind: "tool", config: {source: "def run(event):\n    fail(\"This tool intentionally returns an error for testing\")\n"},
+	tool: {inputSchema: {type: "object"}}}')"
+cel_tool 00000000-0000-4000-8000-00000000c003 test_streaming_elicitation "Answers at once; actiond never asks the client for input." '"done"'
+cel_tool 00000000-0000-4000-8000-00000000c004 test_logging_tool "Answers at once; actiond sends no log notifications." '"logged nothing"'
+# shellcheck disable=SC2016 # "$schema", "$defs": JSON Schema keywords
+cel_tool 00000000-0000-4000-8000-00000000c005 json_schema_2020_12_tool \
+	"Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613, SEP-2106)" '"ok"' '{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"type": "object",
+	"$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+	"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}, "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+		"phone": {"type": "string"}, "email": {"type": "string"}},
+	"allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+	"if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+	"then": {"required": ["phone"]},
+	"else": {"required": ["email"]},
+	"additionalProperties": false
+}'
+cel_tool 00000000-0000-4000-8000-00000000c006 greet "Greets someone by name." '"Hello, " + event.data.name + "!"' \
+	'{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
+cel_tool 00000000-0000-4000-8000-00000000c007 confirm_delete "A plain synchronous tool: actiond never asks for input." '"confirmed"'
+
+# The server: intent NONE (the suite sends none), a session from the token
+# only, a limit the suite's bursts stay under.
+create 00000000-0000-4000-8000-00000000c100 "$(jq -n '{
+	name: "conformance", description: "The MCP conformance suite'"'"'s fixtures.", kind: "mcp", config: {},
+	mcp: {name: "conformance", instructions: "Conformance fixtures for the official MCP suite.",
+		session: {start: {input: {principal: "execution.input.principal", subject: "execution.input.subject"}}},
+		mode: "LIVE", intent: "NONE", limits: {callsPerMinute: 100000}},
+	session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
+		id: "string(size(session.input.principal)) + '"'"':'"'"' + session.input.principal + '"'"':'"'"' + session.input.subject"},
+	tools: [{name: "test_simple_text"}, {name: "test_error_handling"}, {name: "test_streaming_elicitation"}, {name: "test_logging_tool"},
+		{name: "json_schema_2020_12_tool"}, {name: "greet"}, {name: "confirm_delete"}],
+	policies: [{effect: "ALLOW", actions: ["*"], resources: ["*"]}]
+}')"
+
+token=$("$actiond" token --principal local --subject conformance --public-url "$url" "${store[@]}")
+endpoint="$url/mcp/v1/000000000000/conformance"
+if ((keep)); then
+	echo "actiond: $url (pid $pid, log $work/actiond.log)"
+	echo "endpoint: $endpoint"
+	echo "CONFORMANCE_TOKEN=$token"
+fi
+
+status=0
+for revision in "${revisions[@]}"; do
+	CONFORMANCE_TOKEN=$token "$root/scripts/conformance.sh" "$endpoint" --requirements "$revision" "${verbose[@]}" || {
+		s=$?
+		((status != 0)) || status=$s
+	}
+done
+exit "$status"
