@@ -52,18 +52,20 @@ func root() *cobra.Command {
 type storeFlags struct {
 	data     string
 	postgres string
+	schema   string
 	public   string
 }
 
 func (f *storeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", defaultDataDir(), "directory of the embedded SQLite database")
 	cmd.Flags().StringVar(&f.postgres, "postgres", "", "Postgres DSN (instead of --data); any number of actiond processes may share one")
+	cmd.Flags().StringVar(&f.schema, "postgres-schema", "", "keep actiond's tables in this Postgres schema (created if missing)")
 	cmd.Flags().StringVar(&f.public, "public-url", "", "URL clients reach actiond at (default http://<addr>); tokens name it in aud")
 }
 
 func (f *storeFlags) options() store.Options {
 	if f.postgres != "" {
-		return store.Options{PostgresDSN: f.postgres}
+		return store.Options{PostgresDSN: f.postgres, PostgresSchema: f.schema}
 	}
 	return store.Options{DataDir: f.data}
 }

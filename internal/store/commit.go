@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 )
 
 // Writes from concurrent requests are committed in groups: one transaction
@@ -67,7 +68,7 @@ func (s *Store) commitGroup(group []*pendingWrite) {
 	}
 }
 
-func (s *Store) inSavepoint(tx *Tx, w *pendingWrite) error {
+func (s *Store) inSavepoint(tx *Tx, w *pendingWrite) (err error) {
 	if err := w.ctx.Err(); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (s *Store) inSavepoint(tx *Tx, w *pendingWrite) error {
 	if _, err := tx.exec(ctx, "SAVEPOINT write"); err != nil {
 		return s.classify(fmt.Errorf("store: savepoint: %w", err))
 	}
-	if err := w.fn(tx); err != nil {
+	if err := s.call(tx, w.fn); err != nil {
 		if _, rerr := tx.exec(ctx, "ROLLBACK TO SAVEPOINT write"); rerr != nil {
 			return s.classify(fmt.Errorf("store: roll back a failed write: %w (after %w)", rerr, err))
 		}
@@ -95,4 +96,16 @@ func (s *Store) stopCommitters() {
 	}
 	close(s.writes)
 	s.committers.Wait()
+}
+
+// call runs a write function, turning a panic into an error: the function
+// runs on the committer's goroutine, where a panic would end the process
+// and every request waiting on the group.
+func (s *Store) call(tx *Tx, fn func(*Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: a write failed: panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(tx)
 }

@@ -195,13 +195,9 @@ func (tx *Tx) SessionLoad(ctx context.Context, key SessionKey, window time.Durat
 // AppendSessionInput adds a REQUEST input to a locked session's log, CLAIMED.
 func (tx *Tx) AppendSessionInput(ctx context.Context, key SessionKey, executionID string) (*SessionInput, error) {
 	var seq int64
-	err := tx.queryRow(ctx, "SELECT next_seq FROM sessions WHERE account = ? AND server_id = ? AND id = ?",
+	err := tx.queryRow(ctx, "UPDATE sessions SET next_seq = next_seq + 1 WHERE account = ? AND server_id = ? AND id = ? RETURNING next_seq - 1",
 		key.Account, key.ServerID, key.ID).Scan(&seq)
 	if err != nil {
-		return nil, fmt.Errorf("store: append to session %q: %w", key.ID, err)
-	}
-	if _, err := tx.exec(ctx, "UPDATE sessions SET next_seq = ? WHERE account = ? AND server_id = ? AND id = ?",
-		seq+1, key.Account, key.ServerID, key.ID); err != nil {
 		return nil, fmt.Errorf("store: append to session %q: %w", key.ID, err)
 	}
 	in := &SessionInput{Seq: seq, Type: "REQUEST", ExecutionID: executionID, State: InputClaimed, AdmittedAt: tx.now}

@@ -62,15 +62,16 @@ type Options struct {
 
 // Store is the database. It is safe for concurrent use.
 type Store struct {
-	writes         chan *pendingWrite
-	committers     sync.WaitGroup
-	statements     sync.Map // "r:"/"w:" + query text → *sql.Stmt
-	statementCount atomic.Int64
-	dialect        Dialect
-	writer         *sql.DB // SQLite: the one writer connection; Postgres: the pool
-	reader         *sql.DB
-	clock          clock.Clock
-	lockTimeout    time.Duration
+	generationStatement *sql.Stmt
+	writes              chan *pendingWrite
+	committers          sync.WaitGroup
+	statements          sync.Map // "r:"/"w:" + query text → *sql.Stmt
+	statementCount      atomic.Int64
+	dialect             Dialect
+	writer              *sql.DB // SQLite: the one writer connection; Postgres: the pool
+	reader              *sql.DB
+	clock               clock.Clock
+	lockTimeout         time.Duration
 }
 
 // Open opens (and creates or migrates) the database.
@@ -94,6 +95,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	// Every request reads the generation: prepare it once.
+	s.generationStatement, err = s.reader.PrepareContext(ctx, rebind(s.dialect, "SELECT n FROM generations WHERE account = ?"))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
 	committers := 1 // SQLite has one writer
 	if s.dialect == Postgres {
@@ -190,6 +197,9 @@ func (s *Store) Clock() clock.Clock { return s.clock }
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stopCommitters()
+	if s.generationStatement != nil {
+		s.generationStatement.Close()
+	}
 	s.statements.Range(func(_, stmt any) bool {
 		stmt.(*sql.Stmt).Close()
 		return true

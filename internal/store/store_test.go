@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,6 +412,29 @@ func TestGenerationMovesWithRegistryWrites(t *testing.T) {
 		}
 		if n := apply("Principal"); n != 2 {
 			t.Fatalf("a Principal write left the generation at %d, want 2", n)
+		}
+	})
+}
+
+// A write that panics fails alone; the store and the other writes go on.
+func TestPanickingWriteFailsAlone(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, clock.NewFake(start))
+		err := s.Write(ctx, func(tx *store.Tx) error {
+			if _, err := tx.PutRow(ctx, account, "KVValue", "ns/lost", json.RawMessage(`1`), 0); err != nil {
+				return err
+			}
+			var nothing map[string]int
+			nothing["boom"] = 1 // panics
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "panic") {
+			t.Fatalf("a panicking write returned %v, want an error naming the panic", err)
+		}
+		put(t, s, "KVValue", "ns/kept", `2`)
+		if got := scanAll(t, s); got != "ns/kept" {
+			t.Fatalf("after the panic the database holds %s, want only ns/kept", got)
 		}
 	})
 }

@@ -304,7 +304,7 @@ func (tx *Tx) bumpGeneration(ctx context.Context, account string) error {
 // is written: equal generations mean equal actions and principals.
 func (s *Store) Generation(ctx context.Context, account string) (int64, error) {
 	var n int64
-	err := s.reader.QueryRowContext(ctx, rebind(s.dialect, "SELECT n FROM generations WHERE account = ?"), account).Scan(&n)
+	err := s.generationStatement.QueryRowContext(ctx, account).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
