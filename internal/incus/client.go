@@ -48,6 +48,7 @@ type Client struct {
 	random  io.Reader
 	clock   clock.Clock
 	pending *pending // shared by clients made with InProject
+	logs    *logSweeper
 }
 
 // pending tracks clean-ups running in the background and their failures.
@@ -77,6 +78,7 @@ func (c *Client) background(cleanup func(context.Context) error) {
 // (deleting its output logs) and returns the failures among them since the
 // last call.
 func (c *Client) Settle() error {
+	c.flushLogs()
 	c.pending.wg.Wait()
 	c.pending.mu.Lock()
 	defer c.pending.mu.Unlock()
@@ -105,7 +107,7 @@ func New(socketPath string, opts ...Option) *Client {
 	if socketPath == "" {
 		socketPath = DefaultSocket()
 	}
-	c := &Client{socket: socketPath, random: rand.Reader, clock: clock.Real{}, pending: &pending{}}
+	c := &Client{socket: socketPath, random: rand.Reader, clock: clock.Real{}, pending: &pending{}, logs: &logSweeper{}}
 	for _, opt := range opts {
 		opt(c)
 	}

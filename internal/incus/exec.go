@@ -124,6 +124,8 @@ func (c *Client) Exec(ctx context.Context, instance string, req ExecRequest) (*E
 		return nil, err
 	}
 	begin := c.clock.Now()
+	c.execStarted()
+	defer c.execEnded()
 	run := &execRun{client: c, instance: instance, id: id, req: req}
 	result, err := run.do(ctx)
 	if result != nil {
@@ -401,7 +403,7 @@ func (r *execRun) collect(ctx context.Context, opID string, result *ExecResult) 
 			errs[i] = err
 			// Deleting the log is off the caller's critical path; Settle
 			// waits for it.
-			r.client.background(func(ctx context.Context) error { return r.client.deleteLog(ctx, path) })
+			r.client.deleteLogLater(path)
 		})
 	}
 	wg.Wait()
