@@ -163,7 +163,13 @@ func deleteInstance(ctx context.Context, c *incus.Client, name string) error {
 
 // Sweep deletes throwaway projects whose CreatedKey is older than
 // StaleAfter: what tests left behind when their process was killed.
-func Sweep(base *incus.Client) error {
+func Sweep(base *incus.Client) error { return SweepPrefix(base, ProjectPrefix) }
+
+// SweepPrefix sweeps the stale projects whose names start with prefix. The
+// sweep's own test uses a prefix of its own: its fake stale project must
+// not be swept by another test process while it is being filled, which
+// left Incus with an instance it could neither start nor delete.
+func SweepPrefix(base *incus.Client, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	projects, err := base.Projects(ctx)
@@ -172,7 +178,7 @@ func Sweep(base *incus.Client) error {
 	}
 	var errs []error
 	for _, p := range projects {
-		if !strings.HasPrefix(p.Name, ProjectPrefix) {
+		if !strings.HasPrefix(p.Name, prefix) {
 			continue
 		}
 		created, err := time.Parse(time.RFC3339, p.Config[CreatedKey])

@@ -148,13 +148,17 @@ func TestProjectSharesImagesAndProfile(t *testing.T) {
 	}
 }
 
+// sweepPrefix keeps the sweep test's projects out of every other test
+// process's sweep of isxtest- projects.
+const sweepPrefix = "isxsweeptest-"
+
 func TestSweepRemovesOnlyStaleProjects(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	base := incustest.Require(t)
 	incustest.EnsureImages(t, incustest.BusyBox)
 	makeProject := func(age time.Duration) string {
-		name := incustest.Name(t, incustest.ProjectPrefix+"sweep")
+		name := incustest.Name(t, sweepPrefix+"sweep")
 		err := base.CreateProject(ctx, incus.Project{Name: name, Config: map[string]string{
 			"features.images": "false", "features.profiles": "false",
 			incustest.CreatedKey: time.Now().Add(-age).UTC().Format(time.RFC3339),
@@ -174,7 +178,7 @@ func TestSweepRemovesOnlyStaleProjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := incustest.Sweep(base); err != nil {
+	if err := incustest.SweepPrefix(base, sweepPrefix); err != nil {
 		t.Fatal(err)
 	}
 	if projectExists(t, stale) {
