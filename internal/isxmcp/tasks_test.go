@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/build/buildtest"
+	"github.com/incusspawn/isx/internal/instance"
 )
 
 func taskStates(list ListInstancesResult, instance string) map[string]InstanceTask {
@@ -223,4 +224,45 @@ func TestMaxConcurrentTasksISX059(t *testing.T) {
 	// Once a task has ended a new one may start, though nobody read it.
 	time.Sleep(6 * time.Second)
 	b.ok("exec", map[string]any{"instance": ib.Instance, "command": "sleep 600", "background": true}, nil)
+}
+
+// ISX-051, ISX-201, ISX-203: a session that ends leaves its instance and its
+// running task behind; the session that adopts the orphan reads the task's
+// status and, once it ends, its result, under the same task_id.
+func TestAdoptionBringsTasksAlong(t *testing.T) {
+	e := newEnv(t, buildtest.Debian)
+	e.writeMCP("templates: [tpl-test-debian]\n")
+	a := e.start(sessionOptions{})
+	var inst CreateInstanceResult
+	a.ok("create_instance", map[string]any{"template": "tpl-test-debian", "name_hint": "carry"}, &inst)
+	var bg ExecResult
+	a.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 2; echo carried", "background": true}, &bg)
+	a.close()
+	if orphaned := e.instanceConfig(inst.Instance)[instance.KeyMCPOrphaned]; orphaned == "" {
+		t.Fatalf("the ended session's instance is not stamped orphaned")
+	}
+
+	b := e.start(sessionOptions{})
+	b.ok("adopt_instance", map[string]any{"instance": inst.Instance}, nil)
+	var status TaskStatusResult
+	b.ok("task_status", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID, "wait_seconds": 60}, &status)
+	if status.State != TaskFinished || status.ExitCode == nil || *status.ExitCode != 0 {
+		t.Fatalf("the adopted task reads %+v, want finished with exit code 0", status)
+	}
+	var result TaskResultResult
+	b.ok("task_result", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID}, &result)
+	if result.Stdout != "carried\n" {
+		t.Fatalf("the adopted task's output is %q", result.Stdout)
+	}
+	var list ListInstancesResult
+	b.ok("list_instances", map[string]any{}, &list)
+	found := false
+	for _, i := range list.Instances {
+		for _, task := range i.Tasks {
+			found = found || task.TaskID == bg.TaskID
+		}
+	}
+	if !found {
+		t.Fatalf("list_instances of the adopting session does not show task %s", bg.TaskID)
+	}
 }
