@@ -24,28 +24,19 @@ func (actionsQueryResolver) List(ctx context.Context, obj *ActionsQuery, first *
 	if after != nil {
 		cursor = *after
 	}
-	var found []*registry.StoredAction
-	batch := max(limit+1, 64)
-	for len(found) <= limit {
-		heads, err := registry.Actions(ctx, st.env.Work, cursor, batch)
-		if err != nil {
-			return nil, err
-		}
-		for _, head := range heads {
-			cursor = head.Definition.Name
-			if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceAction, head.Document()) {
-				found = append(found, head)
-				if len(found) > limit {
-					break
-				}
-			}
-		}
-		if len(heads) < batch {
-			break
-		}
+	found, hasNext, err := readablePage(limit, cursor,
+		func(after string, n int) ([]*registry.StoredAction, error) {
+			return registry.Actions(ctx, st.env.Work, after, n)
+		},
+		func(head *registry.StoredAction) string { return head.Definition.Name },
+		func(head *registry.StoredAction) bool {
+			return st.env.Access.Allowed(ctx, policy.Select, registry.ResourceAction, head.Document())
+		})
+	if err != nil {
+		return nil, err
 	}
-	conn := &ActionConnection{Edges: []*ActionEdge{}, PageInfo: &PageInfo{HasNextPage: len(found) > limit}}
-	for _, head := range found[:min(limit, len(found))] {
+	conn := &ActionConnection{Edges: []*ActionEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	for _, head := range found {
 		name := head.Definition.Name
 		conn.Edges = append(conn.Edges, &ActionEdge{Cursor: name, Node: newAction(head)})
 		conn.PageInfo.EndCursor = &name

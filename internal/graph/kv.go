@@ -37,28 +37,19 @@ func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace strin
 	if after != nil {
 		cursor = *after
 	}
-	var found []*registry.KVValue
-	batch := max(limit+1, 64)
-	for len(found) <= limit {
-		values, err := registry.ListKV(ctx, st.env.Work, namespace, cursor, batch)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range values {
-			cursor = kv.Key
-			if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceKV, kv) {
-				found = append(found, kv)
-				if len(found) > limit {
-					break
-				}
-			}
-		}
-		if len(values) < batch {
-			break
-		}
+	found, hasNext, err := readablePage(limit, cursor,
+		func(after string, n int) ([]*registry.KVValue, error) {
+			return registry.ListKV(ctx, st.env.Work, namespace, after, n)
+		},
+		func(kv *registry.KVValue) string { return kv.Key },
+		func(kv *registry.KVValue) bool {
+			return st.env.Access.Allowed(ctx, policy.Select, registry.ResourceKV, kv)
+		})
+	if err != nil {
+		return nil, err
 	}
-	conn := &KVValueConnection{Edges: []*KVValueEdge{}, PageInfo: &PageInfo{HasNextPage: len(found) > limit}}
-	for _, kv := range found[:min(limit, len(found))] {
+	conn := &KVValueConnection{Edges: []*KVValueEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	for _, kv := range found {
 		key := kv.Key
 		conn.Edges = append(conn.Edges, &KVValueEdge{Cursor: key, Node: kvValue(kv)})
 		conn.PageInfo.EndCursor = &key

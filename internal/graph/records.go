@@ -207,34 +207,26 @@ func executions(ctx context.Context, f store.ExecutionFilter, first *int, after 
 		f.AfterSeq = seq
 	}
 	f.Account = st.env.Account
-	var found []*store.Execution
-	batch := max(limit+1, 64)
-	for len(found) <= limit {
-		f.Limit = batch
-		var rows []*store.Execution
-		err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-			var err error
-			rows, err = tx.Executions(ctx, f)
-			return err
+	found, hasNext, err := readablePage(limit, f.AfterSeq,
+		func(after int64, n int) ([]*store.Execution, error) {
+			f.AfterSeq, f.Limit = after, n
+			var rows []*store.Execution
+			err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
+				var err error
+				rows, err = tx.Executions(ctx, f)
+				return err
+			})
+			return rows, err
+		},
+		func(row *store.Execution) int64 { return row.Seq },
+		func(row *store.Execution) bool {
+			return st.env.Access.Allowed(ctx, policy.Select, registry.ResourceExecution, row)
 		})
-		if err != nil {
-			return nil, err
-		}
-		for _, row := range rows {
-			f.AfterSeq = row.Seq
-			if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceExecution, row) {
-				found = append(found, row)
-				if len(found) > limit {
-					break
-				}
-			}
-		}
-		if len(rows) < batch {
-			break
-		}
+	if err != nil {
+		return nil, err
 	}
-	conn := &ExecutionConnection{Edges: []*ExecutionEdge{}, PageInfo: &PageInfo{HasNextPage: len(found) > limit}}
-	for _, row := range found[:min(limit, len(found))] {
+	conn := &ExecutionConnection{Edges: []*ExecutionEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	for _, row := range found {
 		cursor := strconv.FormatInt(row.Seq, 10)
 		conn.Edges = append(conn.Edges, &ExecutionEdge{Cursor: cursor, Node: &Execution{rec: row}})
 		conn.PageInfo.EndCursor = &cursor
