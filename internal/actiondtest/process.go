@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,12 +15,13 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/auth"
+	"github.com/incusspawn/isx/internal/sourcetree"
 	"github.com/incusspawn/isx/internal/store"
 )
 
 // Build builds cmd/actiond into dir and returns the binary's path.
 func Build(dir string) (string, error) {
-	root, err := repoRoot()
+	root, err := sourcetree.Root()
 	if err != nil {
 		return "", err
 	}
@@ -32,23 +32,6 @@ func Build(dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/actiond: %w\n%s", err, out)
 	}
 	return binary, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = parent
-	}
 }
 
 // FreeAddr returns a loopback address with a port nobody listens on now.

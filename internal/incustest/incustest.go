@@ -20,6 +20,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/incus"
+	"github.com/incusspawn/isx/internal/sourcetree"
 )
 
 // Image aliases the tests launch from, built by scripts/images.sh.
@@ -296,24 +297,8 @@ func lockImages(t testing.TB) func() {
 	}
 }
 
-// RepoRoot is the directory holding go.mod, found from the working
-// directory upwards (go test runs in the package's directory).
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the working directory")
-		}
-		dir = parent
-	}
-}
+// RepoRoot is the directory holding go.mod (see sourcetree.Root).
+func RepoRoot() (string, error) { return sourcetree.Root() }
 
 func randomHex(t testing.TB, n int) string {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/sourcetree"
 	"github.com/incusspawn/isx/internal/store"
 )
 
@@ -71,7 +72,7 @@ func PostgresDSN(t testing.TB) string {
 			dsn = v
 			return
 		}
-		root, err := repoRoot()
+		root, err := sourcetree.Root()
 		if err != nil {
 			dsnErr = err
 			return
@@ -87,23 +88,6 @@ func PostgresDSN(t testing.TB) string {
 		t.Fatalf("no Postgres for the tests (set ACTIOND_TEST_POSTGRES or let scripts/postgres-up.sh start one): %v", dsnErr)
 	}
 	return dsn
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func dropSchema(dsn, schema string) {
