@@ -280,14 +280,11 @@ func (h *Handler) complete(ex *exchange, status string, buffer *bufferedResponse
 	if status == store.Failed && ex.failure == nil {
 		request.Error = buffer.reply().Error
 	}
-	invocation := map[string]any{}
-	for k, v := range ex.invocation {
-		invocation[k] = v
-	}
 	if ex.failure != nil {
-		invocation["error"] = map[string]any{"code": ex.failure.Name, "message": ex.failure.message(), "details": ex.failure.Data}
+		request.Invocation = ex.invocationJSON(ex.failure, ex.failure.Data)
+	} else {
+		request.Invocation = ex.invocationJSON(nil, nil)
 	}
-	request.Invocation, _ = json.Marshal(invocation)
 	return h.opts.Store.Write(ctx, func(tx *store.Tx) error {
 		if ex.work != nil && !ex.server.Preview && status == store.Succeeded {
 			if err := tx.Apply(ctx, ex.work); err != nil {
@@ -325,12 +322,7 @@ func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError,
 	}
 	request := ex.execution(store.RoleRequest, status, nil, rerr, nil)
 	request.Output, _ = json.Marshal(map[string]any{"error": rerr.wire()})
-	invocation := map[string]any{}
-	for k, v := range ex.invocation {
-		invocation[k] = v
-	}
-	invocation["error"] = map[string]any{"code": rerr.Name, "message": rerr.message(), "details": map[string]any{"cause": cause.Error()}}
-	request.Invocation, _ = json.Marshal(invocation)
+	request.Invocation = ex.invocationJSON(rerr, map[string]any{"cause": cause.Error()})
 	ctx := context.Background()
 	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
 		for _, call := range ex.calls {
@@ -441,5 +433,19 @@ func (b *bufferedResponse) resultOrError() json.RawMessage {
 		return nil
 	}
 	out, _ := json.Marshal(map[string]string{"raw": fmt.Sprintf("%.4096s", b.body.String())})
+	return out
+}
+
+// invocationJSON is what the request recorded about itself, with the error
+// it answered, when it failed. The caller holds ex.mu.
+func (ex *exchange) invocationJSON(failure *rpcError, details any) json.RawMessage {
+	invocation := make(map[string]any, len(ex.invocation)+1)
+	for k, v := range ex.invocation {
+		invocation[k] = v
+	}
+	if failure != nil {
+		invocation["error"] = map[string]any{"code": failure.Name, "message": failure.message(), "details": details}
+	}
+	out, _ := json.Marshal(invocation)
 	return out
 }
