@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	at "github.com/incusspawn/isx/internal/actiondtest"
+	"github.com/incusspawn/isx/internal/store"
 )
 
 // ACT-045, ACT-046, ACT-049: a server answers at /mcp/v1/<account>/<name>,
@@ -115,6 +116,62 @@ func TestErrorCarriesItsCodeAndIsRecorded(t *testing.T) {
 		request := last(t, requests(env, serverID, "tools/call"))
 		if request["status"] != "FAILED" || at.Dig(request, "invocation", "error", "code") != "tool_not_declared" {
 			t.Fatalf("the request's record: status %v, invocation %s", request["status"], asJSON(request["invocation"]))
+		}
+	})
+}
+
+// ACT-516, ACT-520: a request whose admission could not get its session's
+// lock in time is refused with a retryable mcp_transaction_error, and that
+// refusal is recorded outside the session: the session's log and its
+// executions are what the admitted requests made, no more.
+func TestContendedAdmissionIsRecordedOutsideTheSession(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "contended", Intent: "NONE", Policies: at.Everything()}.Input())
+		token := env.Token(principal, "alice")
+		if reply := env.Post("contended", token, at.Request{Method: "tools/list"}); reply.Status != 200 {
+			t.Fatalf("the first request: %s", reply)
+		}
+		sessionID := at.SessionIDFor(principal, "alice")
+		c := ctx(t)
+		tx, err := env.OpenDatabase().BeginTx(c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Dialect == store.Postgres {
+			var id string
+			err = tx.QueryRowContext(c, `SELECT id FROM sessions WHERE id = $1 FOR UPDATE`, sessionID).Scan(&id)
+		} else {
+			_, err = tx.ExecContext(c, `UPDATE sessions SET next_seq = next_seq WHERE id = ?`, sessionID)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := env.Post("contended", token, at.Request{Method: "tools/list"})
+		tx.Rollback()
+		if reply.Status != 503 || reply.DataCode() != "mcp_transaction_error" || at.Dig(reply.RPC, "error", "data", "retryable") != true {
+			t.Fatalf("a request whose session stays locked: %s", reply)
+		}
+		inSession := env.ExecutionsWhere(map[string]any{"actionId": serverID, "sessionId": sessionID})
+		if len(inSession) != 1 {
+			t.Fatalf("%d executions in the session, want the 1 admitted", len(inSession))
+		}
+		var refusals []map[string]any
+		for _, e := range env.Executions(serverID) {
+			if e["role"] == "refusal" {
+				refusals = append(refusals, e)
+			}
+		}
+		// On SQLite the lock that refused the request also keeps its refusal
+		// from being recorded (the count is best effort); on Postgres only
+		// the session's row is locked.
+		if env.Dialect == store.Postgres && len(refusals) != 1 {
+			t.Fatalf("%d refusals recorded, want 1", len(refusals))
+		}
+		for _, refusal := range refusals {
+			if refusal["sessionId"] != nil || at.Dig(refusal, "invocation", "error", "code") != "mcp_transaction_error" {
+				t.Fatalf("the refusal's record: %s", asJSON(refusal))
+			}
 		}
 	})
 }

@@ -158,7 +158,14 @@ func (ex *exchange) execution(role, status string, output json.RawMessage, rerr 
 // admit finds or creates the request's session, applies its refusals and the
 // rate limit, and records the request as RUNNING with a CLAIMED input, all in
 // one short transaction under the session's lock.
-func (h *Handler) admit(ctx context.Context, ex *exchange) *rpcError {
+func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
+	defer func() {
+		if refused != nil {
+			// Whatever refused it, a request not admitted is recorded
+			// outside any session, under an ID of its own.
+			ex.executionID, ex.session.ID = "", ""
+		}
+	}()
 	sessionInput, sessionID, rerr := ex.server.resolveSession(ctx, ex.requestRecord())
 	if rerr != nil {
 		return rerr
@@ -208,12 +215,7 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) *rpcError {
 		h.opts.Logger.Error("admit MCP request", "err", err)
 		return newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
 	}
-	if refusal != nil {
-		// A refusal is recorded outside any session.
-		ex.executionID, ex.session.ID = "", ""
-		return refusal
-	}
-	return nil
+	return refusal
 }
 
 // serveAdmitted admits the request, lets the SDK serve it into a buffer,
