@@ -25,9 +25,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/incusspawn/isx/internal/auth"
-	"github.com/incusspawn/isx/internal/server"
-	"github.com/incusspawn/isx/internal/store"
+	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/server"
+	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
 func main() {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/build"
 	"github.com/incusspawn/isx/internal/clock"
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/template"
 )
 
 // Exit codes.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/incustest"
-	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 // durations collects each timed iteration, for the median.

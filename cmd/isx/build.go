@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/build"
-	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 func newBuildCommand(a *app) *cobra.Command {

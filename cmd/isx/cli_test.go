@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/incustest"
-	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 func instanceNames(t *testing.T, c *incus.Client) []string {

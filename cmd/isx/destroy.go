@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 func newDestroyCommand(a *app) *cobra.Command {

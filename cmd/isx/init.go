@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/incus"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
 )
 
 // initStep is a further step of `isx init`, run after config.yaml is

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/instance"
-	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/template"
 )
 
 // The isx mcp step of isx init (seed 001): off by default; when accepted it

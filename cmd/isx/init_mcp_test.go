@@ -15,9 +15,9 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/incustest"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 // claudeVersion is the Claude Code the tests register isx mcp with.

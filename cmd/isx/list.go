@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/build"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/instance"
-	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/template"
 )
 
 func newListCommand(a *app) *cobra.Command {

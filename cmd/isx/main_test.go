@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/incus"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
 )
 
 // isxBinary is cmd/isx built once for the whole package: the tests run the

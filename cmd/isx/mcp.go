@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/incusspawn/isx/internal/audit"
-	"github.com/incusspawn/isx/internal/build"
-	"github.com/incusspawn/isx/internal/config"
-	"github.com/incusspawn/isx/internal/instance"
-	"github.com/incusspawn/isx/internal/isxmcp"
-	"github.com/incusspawn/isx/internal/template"
+	"github.com/incusspawn/isx/internal/isx/audit"
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/mcpserver"
+	"github.com/incusspawn/isx/internal/isx/template"
 )
 
 func newMCPCommand(a *app) *cobra.Command {
@@ -48,7 +48,7 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	session, err := isxmcp.StdioSession()
+	session, err := mcpserver.StdioSession()
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 	}
 	log := audit.Open(filepath.Join(config.StateDir(home), audit.FileName), audit.Options{})
 	defer log.Close()
-	server, err := isxmcp.New(isxmcp.Options{
+	server, err := mcpserver.New(mcpserver.Options{
 		Home:   home,
 		Client: client,
 		// Definitions are read afresh on every call that needs them,

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
 	"github.com/incusspawn/isx/internal/clock"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/incustest"
-	"github.com/incusspawn/isx/internal/instance"
-	"github.com/incusspawn/isx/internal/isxmcp"
-	"github.com/incusspawn/isx/internal/task"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/mcpserver"
+	"github.com/incusspawn/isx/internal/isx/task"
 )
 
 type zeroReader struct{ n byte }
@@ -55,7 +55,7 @@ func TestShellJoinsTaskISX123(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := started.Status.ID
-	join := isxmcp.JoinCommand(id, "w1")
+	join := mcpserver.JoinCommand(id, "w1")
 	args := strings.Fields(join)[1:]
 
 	tm := startTerminal(t, x.command(ctx, args...))

@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/incusspawn/isx/internal/build"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/instance"
-	"github.com/incusspawn/isx/internal/task"
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/task"
 )
 
 // loginShell starts bash as a login shell, or sh where there is no bash.

@@ -13,10 +13,10 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/incusspawn/isx/internal/build/buildtest"
-	"github.com/incusspawn/isx/internal/incus"
-	"github.com/incusspawn/isx/internal/incustest"
-	"github.com/incusspawn/isx/internal/instance"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 // syncBuffer collects a terminal's output while the test reads it.

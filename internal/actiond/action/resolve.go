@@ -1,0 +1,90 @@
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/incusspawn/isx/internal/actiond/policy"
+)
+
+// ErrNotFound is wrapped by a Resolver's error for a name or version that
+// does not exist.
+var ErrNotFound = errors.New("action not found")
+
+// Target is what a reference resolves to: a stored action version, or a
+// native tool.
+type Target struct {
+	ID         string
+	Version    int
+	Definition Definition
+	// Enabled: the action and this version are enabled.
+	Enabled bool
+	// Deleted: the action or this version is deleted.
+	Deleted bool
+	// Native: a native tool; only Definition.Name is set.
+	Native bool
+}
+
+// Resolver looks actions up in the registry. Native tools never reach it.
+type Resolver interface {
+	// Resolve returns the action named name at version, or at its latest
+	// version when version is 0. An unknown name or version is an error
+	// wrapping ErrNotFound.
+	Resolve(ctx context.Context, name string, version int) (Target, error)
+}
+
+// Writer is the principal writing a definition: Validate asks it whether
+// the principal may read (SELECT) and INVOKE each referenced action
+// (ACT-043, ACT-044). The request is for resource actions.Action with the
+// target's Document.
+type Writer interface {
+	Check(ctx context.Context, req policy.Request) error
+}
+
+// PolicyWriter is a Writer checked through package policy.
+type PolicyWriter struct {
+	Claims map[string]any
+	Layers []policy.Layer
+}
+
+// Check implements Writer.
+func (w PolicyWriter) Check(ctx context.Context, req policy.Request) error {
+	req.Claims = w.Claims
+	return policy.Check(ctx, req, w.Layers...)
+}
+
+// ResourceAction is the policy resource of actions.
+const ResourceAction = "actions.Action"
+
+// ResolveTool resolves a tool reference: a native tool by its name, anything
+// else through resolver. version 0 is the latest.
+func ResolveTool(ctx context.Context, resolver Resolver, name string, version int) (Target, error) {
+	if IsNative(name) {
+		return Target{Definition: Definition{Name: name}, Enabled: true, Native: true}, nil
+	}
+	return resolver.Resolve(ctx, name, version)
+}
+
+// Document is the target as context.document of a policy assertion: its
+// definition's JSON fields plus id and version.
+func Document(t Target) map[string]any {
+	document := map[string]any{}
+	// A Definition always marshals and reads back; on the impossible failure
+	// the document carries only id and version, which narrows assertions.
+	if b, err := json.Marshal(t.Definition); err == nil {
+		if err := json.Unmarshal(b, &document); err != nil {
+			document = map[string]any{}
+		}
+	}
+	document["id"] = t.ID
+	document["version"] = t.Version
+	return document
+}
+
+func versionOf(v *int) int {
+	if v == nil {
+		return 0
+	}
+	return *v
+}

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/store"
+)
+
+// Call is one tool call beneath a request, as the endpoint hands it over.
+type Call struct {
+	Account string
+	Who     *auth.Identity
+	// Layers are the principal's policies then the server's: the call runs
+	// under them, narrowed by its tool's own.
+	Layers []policy.Layer
+	// Target is the tool the reference resolved to; Compiled its compiled
+	// definition, nil for a native tool.
+	Target   action.Target
+	Compiled *action.Compiled
+	// Input is the effective input: intent removed, fixed input applied.
+	Input map[string]any
+	// ParentID is the request's execution.
+	ParentID string
+	// Work holds the request's writes; each call's work is nested in it and
+	// merged when the call succeeds.
+	Work    *store.Work
+	Preview bool
+	// Record keeps an execution for the request's completion transaction.
+	Record func(*store.Execution)
+}
+
+// Outcome is what a call answered.
+type Outcome struct {
+	ExecutionID string
+	Output      any
+	Failure     *Failure
+}
+
+// Failure is a call error the external agent sees as a tool result with
+// isError: a code, a message and a hint; Detail stays in the record.
+type Failure struct {
+	Code    string
+	Message string
+	Hint    string
+	Detail  any
+}
+
+func (f *Failure) Error() string { return f.Code + ": " + f.Message }
+
+// Codes of a call's failure, in the tool error's _meta and the record.
+const (
+	CodeInputInvalid    = "action_input_invalid"
+	CodeOutputInvalid   = "action_output_invalid"
+	CodeTimeout         = "action_timeout"
+	CodeFailure         = "action_failure"
+	CodeNotRunnable     = "action_not_runnable"
+	CodeToolNotDeclared = "tool_not_declared"
+	CodeCELEvaluation   = "CEL_EVALUATION_ERROR"
+)

@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// JSON-RPC error codes the endpoint answers with.
+const (
+	codeMethodNotFound     = -32601
+	codeInvalidParams      = -32602
+	codeInternal           = -32603
+	codeHeaderMismatch     = -32020
+	codeMissingCapability  = -32021
+	codeUnsupportedVersion = -32022
+	codeUnauthorized       = -32001
+)
+
+// The platform's error identifiers, carried in error.data.code.
+const (
+	errServerNotFound     = "mcp_server_not_found"
+	errSessionInvalid     = "mcp_session_invalid"
+	errRequestMismatched  = "mcp_request_mismatched"
+	errSessionClosed      = "session_closed"
+	errRateLimited        = "mcp_rate_limited"
+	errTransaction        = "mcp_transaction_error"
+	errDeadline           = "mcp_request_deadline"
+	errToolNotDeclared    = engine.CodeToolNotDeclared
+	errTaskNotFound       = "mcp_task_not_found"
+	errTaskRequired       = "mcp_task_required"
+	errMethodNotFound     = "mcp_method_not_found"
+	errForbidden          = "mcp_forbidden"
+	errUnauthorized       = "mcp_unauthorized"
+	errTooLarge           = "mcp_request_too_large"
+	errNotRecorded        = "mcp_record_failed"
+	errInternal           = "mcp_internal_error"
+	errBadRequest         = "mcp_bad_request"
+	errIntentRequired     = "intent_required"
+	errIntentInvalid      = "intent_invalid"
+	errInputInvalid       = engine.CodeInputInvalid
+	errOutputInvalid      = engine.CodeOutputInvalid
+	errToolUnavailable    = "tool_unavailable"
+	errToolFailed         = engine.CodeFailure
+	errAccessDenied       = "ACCESS_DENIED"
+	errUnsupportedVersion = "mcp_unsupported_version"
+	errHeaderMismatch     = "mcp_header_mismatch"
+)
+
+// messages are the fixed sentence of each code: an error's message never
+// depends on the request; what the request named goes in error.data.
+var messages = map[string]string{
+	errServerNotFound:     "No MCP server of that name can be reached at this endpoint.",
+	errSessionInvalid:     "This session's input no longer matches how the server maps requests to sessions; the session must be closed before it can be used again.",
+	errRequestMismatched:  "The request does not carry what this server groups its sessions by.",
+	errSessionClosed:      "This session is closed.",
+	errRateLimited:        "This session made too many calls in the last minute.",
+	errTransaction:        "The request could not be admitted while many requests wanted the same session; retry it.",
+	errDeadline:           "The request passed the server's response timeout.",
+	errToolNotDeclared:    "This server does not offer that tool.",
+	errTaskNotFound:       "No such task can be reached from this session.",
+	errTaskRequired:       "This call runs as a task, which needs the MCP Tasks extension.",
+	errMethodNotFound:     "This server does not serve that method.",
+	errForbidden:          "The principal may not invoke this MCP server.",
+	errUnauthorized:       "A valid bearer token for this region's MCP endpoints is required.",
+	errTooLarge:           "The request is too large to record.",
+	errNotRecorded:        "The request's record could not be committed, so its result was not sent.",
+	errInternal:           "The server failed to serve the request.",
+	errBadRequest:         "The request is not a valid MCP request.",
+	errUnsupportedVersion: "The request's protocol version is not supported.",
+	errHeaderMismatch:     "The request's MCP headers do not match its body.",
+}
+
+// hints say what the caller can do next.
+var hints = map[string]string{
+	errSessionInvalid:    "Ask the server's owner to close the session with closeSession, or to include every field of mcp.session.start.input in session.id.",
+	errRequestMismatched: "Send the _meta fields the server's session mapping reads.",
+	errSessionClosed:     "Start a new conversation or ask the server's owner why the session was closed.",
+	errRateLimited:       "Wait for the time in Retry-After before the next request.",
+	errTransaction:       "Retry the request unchanged.",
+	errDeadline:          "Make the call do less, or ask the server's owner to raise execution.responseTimeout.",
+	errToolNotDeclared:   "Call tools/list for the tools this server offers.",
+	errTaskRequired:      "Declare the io.modelcontextprotocol/tasks extension in the request's client capabilities.",
+	errForbidden:         "Ask an administrator for INVOKE on this server's action.",
+	errNotRecorded:       "Retry the request; nothing it did was committed.",
+	errTooLarge:          "Send a smaller request.",
+}
+
+// rpcError is a JSON-RPC error with the platform's code in data.
+type rpcError struct {
+	Code    int64
+	Name    string
+	Status  int
+	Data    map[string]any
+	Headers map[string]string
+}
+
+func newError(code int64, name string, status int, data map[string]any) *rpcError {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["code"] = name
+	if h, ok := hints[name]; ok {
+		data["hint"] = h
+	}
+	return &rpcError{Code: code, Name: name, Status: status, Data: data}
+}
+
+func (e *rpcError) Error() string { return e.message() }
+
+func (e *rpcError) message() string {
+	if m, ok := messages[e.Name]; ok {
+		return m
+	}
+	return messages[errInternal]
+}
+
+// jsonrpc turns the error into the SDK's wire type, for returning from a
+// method handler.
+func (e *rpcError) jsonrpc() *jsonrpc.Error {
+	data, _ := json.Marshal(e.Data)
+	return &jsonrpc.Error{Code: e.Code, Message: e.message(), Data: data}
+}
+
+// write sends the error as a whole HTTP response.
+func (e *rpcError) write(w http.ResponseWriter, id json.RawMessage) {
+	for k, v := range e.Headers {
+		w.Header().Set(k, v)
+	}
+	writeJSON(w, e.Status, errorBody(id, e))
+}
+
+func errorBody(id json.RawMessage, e *rpcError) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   any             `json:"error"`
+	}{"2.0", id, e.wire()})
+	return body
+}
+
+// wire is the error object as it is sent.
+func (e *rpcError) wire() map[string]any {
+	return map[string]any{"code": e.Code, "message": e.message(), "data": e.Data}
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// statusFor maps a JSON-RPC code to the HTTP status the 2026-07-28 transport
+// gives it; the endpoint uses the same statuses for every revision.
+func statusFor(code int64) int {
+	switch code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeInvalidParams, codeMissingCapability, codeUnsupportedVersion, codeHeaderMismatch:
+		return http.StatusBadRequest
+	case codeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
+}

@@ -1,0 +1,201 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sdkServers keeps one SDK server per server version: the SDK speaks the
+// protocol (every revision, discovery, framing); the endpoint's middleware
+// answers the methods whose results come from actions and records them.
+type sdkServers struct {
+	h  *Handler
+	mu sync.Mutex
+	// by "<account>/<action id>@<version>"
+	handlers map[string]http.Handler
+}
+
+func newSDKServers(h *Handler) *sdkServers {
+	return &sdkServers{h: h, handlers: map[string]http.Handler{}}
+}
+
+func (s *sdkServers) handler(server *Server) http.Handler {
+	key := server.Account + "/" + server.ActionID + "@" + strconv.FormatInt(server.Version, 10)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.handlers[key]; ok {
+		return h
+	}
+	sdk := s.newServer(server)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sdk }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		Logger:       s.h.opts.Logger,
+	})
+	if len(s.handlers) > 1024 {
+		clear(s.handlers) // old versions; rebuilt on demand
+	}
+	s.handlers[key] = h
+	return h
+}
+
+func (s *sdkServers) newServer(server *Server) *mcp.Server {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	caps.AddExtension(tasksExtension, map[string]any{})
+	sdk := mcp.NewServer(&mcp.Implementation{Name: server.MCPName, Version: strconv.FormatInt(server.Version, 10)}, &mcp.ServerOptions{
+		Instructions:              server.Instructions,
+		Capabilities:              caps,
+		SupportedProtocolVersions: supportedVersions,
+		Logger:                    s.h.opts.Logger,
+		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
+			// Discovery and listings may be cached for a minute.
+			c.TTLMs, c.CacheScope = 60_000, "private"
+		},
+	})
+	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		mcp.AddReceivingCustomMethod(sdk, method, func(ctx context.Context, _ *mcp.ServerSession, params *taskParams) (*emptyResult, error) {
+			return nil, s.h.taskNotFound(ctx, params.TaskID)
+		})
+	}
+	sdk.AddReceivingMiddleware(s.h.middleware)
+	return sdk
+}
+
+// taskParams are the params of the Tasks extension's methods.
+type taskParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+type emptyResult struct {
+	mcp.ResultBase
+}
+
+// taskNotFound answers a task request: this issue runs no callable agents, so
+// no task can be reached, and every unknown task gets the same answer.
+func (h *Handler) taskNotFound(ctx context.Context, taskID string) error {
+	rerr := newError(codeInvalidParams, errTaskNotFound, http.StatusBadRequest, nil)
+	if ex := exchangeFrom(ctx); ex != nil {
+		ex.fail(rerr)
+	}
+	return rerr.jsonrpc()
+}
+
+// middleware answers tools/list and tools/call from the request's resolved
+// server, and stamps every result with the server's identity.
+func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ex := exchangeFrom(ctx)
+		if ex == nil {
+			return next(ctx, method, req)
+		}
+		var result mcp.Result
+		var err error
+		// The SDK runs handlers detached from the HTTP request; the work of
+		// the request runs under ex.ctx, which ends when the client goes
+		// away or the server's response timeout passes.
+		run := ex.ctx
+		switch method {
+		case "tools/list":
+			result, err = h.listTools(run, ex)
+		case "tools/call":
+			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
+			var called *mcp.CallToolResult
+			called, err = h.callTool(run, ex, params)
+			if called != nil {
+				result = ex.callResult(called)
+			}
+		default:
+			result, err = next(ctx, method, req)
+		}
+		if err != nil {
+			if run.Err() == context.DeadlineExceeded {
+				rerr := newError(codeInternal, errDeadline, http.StatusInternalServerError,
+					map[string]any{"responseTimeout": int(ex.deadline().Seconds())})
+				ex.fail(rerr)
+				return nil, rerr.jsonrpc()
+			}
+			return nil, err
+		}
+		// ping's empty result cannot carry _meta: the SDK's type panics on
+		// it, in a goroutine of its own, which would end the process.
+		if result != nil && method != "ping" {
+			ex.annotate(result)
+		}
+		return result, nil
+	}
+}
+
+// callResult is a tools/call result as the request's revision sends it.
+// The SDK marks a result complete only on the tool path it serves itself,
+// and 2026-07-28 requires resultType on every tools/call result.
+func (ex *exchange) callResult(res *mcp.CallToolResult) mcp.Result {
+	if ex.req.version < newProtocol {
+		return res
+	}
+	return completeCallResult{res}
+}
+
+// completeCallResult is a CallToolResult sent with resultType "complete".
+type completeCallResult struct{ *mcp.CallToolResult }
+
+func (r completeCallResult) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(r.CallToolResult)
+	if err != nil || len(body) < 2 || body[0] != '{' {
+		return body, err
+	}
+	if len(body) == 2 {
+		return []byte(`{"resultType":"complete"}`), nil
+	}
+	return append([]byte(`{"resultType":"complete",`), body[1:]...), nil
+}
+
+// annotate puts the server's name and answering version, and the preview
+// marker, in a result's _meta.
+func (ex *exchange) annotate(result mcp.Result) {
+	meta := result.GetMeta()
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{
+		"name":    ex.server.MCPName,
+		"version": strconv.FormatInt(ex.server.Version, 10),
+	}
+	if ex.server.Preview {
+		meta["com.twisp/preview"] = true
+	}
+	result.SetMeta(meta)
+}
+
+func (ex *exchange) fail(rerr *rpcError) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.failure = rerr
+}
+
+// resultBody frames a result as a JSON-RPC response.
+func resultBody(id json.RawMessage, result any) []byte {
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{"2.0", id, result})
+	return body
+}
+
+// toolError is a tool result with isError, which the external agent can
+// read and act on.
+func toolError(code, message, hint string) *mcp.CallToolResult {
+	text := message
+	if hint != "" {
+		text += "\nHint: " + hint
+	}
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	res.SetMeta(map[string]any{"com.twisp/error": map[string]any{"code": code, "message": message, "hint": hint}})
+	return res
+}

@@ -1,0 +1,146 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/registry"
+	"github.com/incusspawn/isx/internal/actiond/store"
+)
+
+// Error codes a response's errors carry in extensions.code.
+const (
+	CodeAccessDenied     = "ACCESS_DENIED"
+	CodeAlreadyExists    = "ALREADY_EXISTS"
+	CodeBadRequest       = "BAD_REQUEST"
+	CodeNotFound         = "NOT_FOUND"
+	CodeCELEvaluation    = "CEL_EVALUATION_ERROR"
+	CodeValidationFailed = "GRAPHQL_VALIDATION_FAILED"
+	// CodeConflict: a row the request wrote changed since the request read
+	// it, or the database was too busy; nothing was applied, and the request
+	// can be retried (extensions.retryable is true).
+	CodeConflict = "CONFLICT"
+	CodeInternal = "INTERNAL"
+)
+
+// Error is a refused request or field: its code, the input field at fault
+// when there is one, a message a person can act on, and a hint.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+	Hint    string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func badRequest(field, format string, args ...any) *Error {
+	return &Error{Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify reads the code, field and hint of any error a resolver returns.
+func classify(err error) *Error {
+	var (
+		own       *Error
+		actionErr *action.Error
+		regErr    *registry.Error
+		denied    *policy.Denied
+		invalid   *policy.InvalidError
+		coded     interface{ Code() string }
+	)
+	switch {
+	case errors.As(err, &own):
+		return own
+	case errors.As(err, &actionErr):
+		out := &Error{Code: actionErr.Code, Field: actionErr.Path, Message: actionErr.Message, Err: err}
+		if errors.As(err, &denied) {
+			out.Hint = denied.Hint()
+		}
+		return out
+	case errors.As(err, &regErr):
+		return &Error{Code: regErr.Code, Field: regErr.Field, Message: regErr.Message, Err: err}
+	case errors.As(err, &denied):
+		return &Error{Code: CodeAccessDenied, Message: denied.Error(), Hint: denied.Hint(), Err: err}
+	case errors.As(err, &invalid):
+		return &Error{Code: CodeBadRequest, Field: "policies" + invalid.Path(), Message: invalid.Message, Err: err}
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrContention):
+		return &Error{Code: CodeConflict, Message: "the request's writes conflicted with another request's, and nothing was applied: " + err.Error(),
+			Hint: "Send the request again.", Err: err}
+	case errors.As(err, &coded):
+		return &Error{Code: coded.Code(), Message: err.Error(), Err: err}
+	}
+	return &Error{Code: CodeInternal, Message: "actiond failed to serve the request: " + err.Error(), Err: err}
+}
+
+// gqlError turns an error into a response error with its extensions.
+func gqlError(path ast.Path, err error) *gqlerror.Error {
+	e := classify(err)
+	out := &gqlerror.Error{Message: e.Error(), Err: err, Extensions: map[string]any{"code": e.Code}}
+	if path != nil {
+		out.Path = path
+	}
+	if e.Field != "" {
+		out.Extensions["field"] = e.Field
+	}
+	if e.Hint != "" {
+		out.Extensions["hint"] = e.Hint
+	}
+	if e.Code == CodeConflict {
+		out.Extensions["retryable"] = true
+	}
+	return out
+}
+
+// present is the executor's error presenter: a resolver's error gets its
+// code; a document's error from gqlparser or gqlgen keeps its own, with a
+// parse failure reported as a validation failure.
+func present(ctx context.Context, err error) *gqlerror.Error {
+	if err == nil {
+		return nil
+	}
+	var gqlErr *gqlerror.Error
+	if errors.As(err, &gqlErr) {
+		if gqlErr.Err != nil && gqlErr.Extensions["code"] == nil {
+			// A resolver error gqlgen wrapped with its path.
+			out := gqlError(gqlErr.Path, gqlErr.Err)
+			out.Locations = gqlErr.Locations
+			return out
+		}
+		normalize(gqlErr)
+		return gqlErr
+	}
+	return gqlError(graphql.GetPath(ctx), err)
+}
+
+// normalize gives a document-level error its code: what gqlparser and
+// gqlgen report about a document or its variables is a validation failure.
+func normalize(e *gqlerror.Error) {
+	if e.Extensions == nil {
+		e.Extensions = map[string]any{}
+	}
+	switch e.Extensions["code"] {
+	case nil, errcode.ParseFailed:
+		e.Extensions["code"] = CodeValidationFailed
+	}
+}
+
+// recoverPanic turns a resolver's panic into an INTERNAL error.
+func recoverPanic(ctx context.Context, v any) error {
+	return &Error{Code: CodeInternal, Message: fmt.Sprintf("actiond failed to serve the request: %v", v)}
+}

@@ -1,0 +1,108 @@
+package graph
+
+import (
+	"context"
+	"errors"
+
+	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/registry"
+)
+
+type kvQueryResolver struct{}
+
+func (kvQueryResolver) Value(ctx context.Context, obj *KVQuery, namespace string, key string) (*KVValue, error) {
+	st := current(ctx)
+	kv, err := registry.GetKV(ctx, st.env.Work, namespace, key)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceKV, kv); err != nil {
+		return nil, err
+	}
+	return kvValue(kv), nil
+}
+
+// Values lists a namespace's values the reader may read, in key order; a
+// value's cursor is its key.
+func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace string, first *int, after *string) (*KVValueConnection, error) {
+	st := current(ctx)
+	limit, err := pageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	cursor := ""
+	if after != nil {
+		cursor = *after
+	}
+	found, hasNext, err := readablePage(limit, cursor,
+		func(after string, n int) ([]*registry.KVValue, error) {
+			return registry.ListKV(ctx, st.env.Work, namespace, after, n)
+		},
+		func(kv *registry.KVValue) string { return kv.Key },
+		func(kv *registry.KVValue) bool {
+			return st.env.Access.Allowed(ctx, policy.Select, registry.ResourceKV, kv)
+		})
+	if err != nil {
+		return nil, err
+	}
+	conn := &KVValueConnection{Edges: []*KVValueEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	for _, kv := range found {
+		key := kv.Key
+		conn.Edges = append(conn.Edges, &KVValueEdge{Cursor: key, Node: kvValue(kv)})
+		conn.PageInfo.EndCursor = &key
+	}
+	return conn, nil
+}
+
+// Put is an INSERT of a new value, or an UPDATE of an existing one, checked
+// with the value as it will be.
+func (m *KVMutation) Put(namespace string, key string, value JSON) (*KVValue, error) {
+	ctx := m.ctx
+	st := current(ctx)
+	operation := policy.Update
+	_, err := registry.GetKV(ctx, st.env.Work, namespace, key)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		operation = policy.Insert
+	case err != nil:
+		return nil, err
+	}
+	next := &registry.KVValue{Namespace: namespace, Key: key, Value: []byte(value)}
+	if err := st.env.Access.check(ctx, operation, registry.ResourceKV, next); err != nil {
+		return nil, err
+	}
+	kv, err := registry.PutKV(ctx, st.env.Work, namespace, key, []byte(value))
+	if err != nil {
+		return nil, err
+	}
+	return kvValue(kv), nil
+}
+
+// Delete removes a value and answers what it was, or null when there was
+// none.
+func (m *KVMutation) Delete(namespace string, key string) (*KVValue, error) {
+	ctx := m.ctx
+	st := current(ctx)
+	existing, err := registry.GetKV(ctx, st.env.Work, namespace, key)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := st.env.Access.check(ctx, policy.Delete, registry.ResourceKV, existing); err != nil {
+		return nil, err
+	}
+	kv, err := registry.DeleteKV(ctx, st.env.Work, namespace, key)
+	if err != nil {
+		return nil, err
+	}
+	return kvValue(kv), nil
+}
+
+func kvValue(kv *registry.KVValue) *KVValue {
+	return &KVValue{Namespace: kv.Namespace, Key: kv.Key, Value: JSON(kv.Value)}
+}

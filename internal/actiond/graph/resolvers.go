@@ -1,0 +1,149 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/registry"
+	"github.com/incusspawn/isx/internal/actiond/store"
+)
+
+// Resolver is the root of the resolvers. It holds nothing: every resolver
+// reads its operation's state from the context.
+type Resolver struct{}
+
+func (r *Resolver) Query() QueryResolver               { return queryResolver{} }
+func (r *Resolver) Mutation() MutationResolver         { return mutationResolver{} }
+func (r *Resolver) Action() ActionResolver             { return actionResolver{} }
+func (r *Resolver) Session() SessionResolver           { return sessionResolver{} }
+func (r *Resolver) ActionsQuery() ActionsQueryResolver { return actionsQueryResolver{} }
+func (r *Resolver) KVQuery() KVQueryResolver           { return kvQueryResolver{} }
+func (r *Resolver) AuthQuery() AuthQueryResolver       { return authQueryResolver{} }
+
+type queryResolver struct{}
+
+func (queryResolver) Action(ctx context.Context, id string, version *int) (*Action, error) {
+	st := current(ctx)
+	v := 0
+	if version != nil {
+		if *version < 1 {
+			return nil, badRequest("version", "a version is a number from 1")
+		}
+		v = *version
+	}
+	stored, err := registry.Action(ctx, st.env.Work, id, v)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return selectable(ctx, stored)
+}
+
+func (queryResolver) ActionByName(ctx context.Context, name string) (*Action, error) {
+	stored, err := registry.ActionByName(ctx, current(ctx).env.Work, name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return selectable(ctx, stored)
+}
+
+// selectable returns the action when the reader may SELECT it.
+func selectable(ctx context.Context, stored *registry.StoredAction) (*Action, error) {
+	if err := current(ctx).env.Access.check(ctx, policy.Select, registry.ResourceAction, stored.Document()); err != nil {
+		return nil, err
+	}
+	return newAction(stored), nil
+}
+
+func (queryResolver) Actions(ctx context.Context) (*ActionsQuery, error) { return &ActionsQuery{}, nil }
+func (queryResolver) Kv(ctx context.Context) (*KVQuery, error)           { return &KVQuery{}, nil }
+func (queryResolver) Auth(ctx context.Context) (*AuthQuery, error)       { return &AuthQuery{}, nil }
+
+func (queryResolver) Execution(ctx context.Context, id string) (*Execution, error) {
+	return execution(ctx, id)
+}
+
+type mutationResolver struct{}
+
+func (mutationResolver) Actions(ctx context.Context) (*ActionsMutation, error) {
+	return &ActionsMutation{ctx: ctx}, nil
+}
+func (mutationResolver) Kv(ctx context.Context) (*KVMutation, error) {
+	return &KVMutation{ctx: ctx}, nil
+}
+func (mutationResolver) Auth(ctx context.Context) (*AuthMutation, error) {
+	return &AuthMutation{ctx: ctx}, nil
+}
+
+type actionResolver struct{}
+
+func (actionResolver) Executions(ctx context.Context, obj *Action, where *ExecutionWhere, first *int, after *string) (*ExecutionConnection, error) {
+	f := filter(where)
+	f.ActionID = obj.ID()
+	return executions(ctx, f, first, after)
+}
+
+type sessionResolver struct{}
+
+func (sessionResolver) Executions(ctx context.Context, obj *Session, first *int, after *string) (*ExecutionConnection, error) {
+	return executions(ctx, store.ExecutionFilter{ActionID: obj.rec.ServerID, SessionID: obj.rec.ID}, first, after)
+}
+
+func filter(where *ExecutionWhere) store.ExecutionFilter {
+	var f store.ExecutionFilter
+	if where == nil {
+		return f
+	}
+	f.Preview = where.Preview
+	if where.ActionID != nil {
+		f.ActionID = *where.ActionID
+	}
+	if where.SessionID != nil {
+		f.SessionID = *where.SessionID
+	}
+	if where.ParentID != nil {
+		f.ParentID = *where.ParentID
+	}
+	return f
+}
+
+// decodeInput reads an input object as given into v, refusing fields v does
+// not have.
+func decodeInput(input map[string]any, v any) error {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return badRequest("input", "the input does not encode as JSON: %v", err)
+	}
+	decoder := json.NewDecoder(bytes.NewReader(raw))
+	decoder.DisallowUnknownFields()
+	if err := decoder.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return &Error{Code: CodeBadRequest, Field: "input." + typeErr.Field, Message: fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), Err: err}
+		}
+		return &Error{Code: CodeBadRequest, Field: "input", Message: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// definitionInput encodes createAction's or updateAction's input as the
+// definition JSON action.Decode and action.Update read.
+func definitionInput(input map[string]any) ([]byte, error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, badRequest("input", "the input does not encode as JSON: %v", err)
+	}
+	return raw, nil
+}
+
+var _ action.Writer = Access{}

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/graph"
+	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/clock"
+)
+
+// graphQL runs a tool's GraphQL operations in the request's unit of work,
+// under the call's policy layers.
+type graphQL struct {
+	store *store.Store
+	clock clock.Clock
+	ids   graph.IDs
+}
+
+func (g graphQL) Execute(ctx context.Context, op engine.Operation) (any, error) {
+	resp := graph.Execute(ctx, graph.Env{
+		Store: g.store, Work: op.Work, Account: op.Account, Clock: g.clock, IDs: g.ids,
+		Access: graph.Access{Principal: op.Principal, Claims: op.Claims, Layers: op.Layers},
+	}, graph.Request{Query: op.Query, Variables: op.Variables, OperationName: op.OperationName})
+	if len(resp.Errors) > 0 {
+		return nil, operationFailure{resp: resp}
+	}
+	var data any
+	if err := json.Unmarshal(resp.Data, &data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// operationFailure is a GraphQL operation's errors as a tool failure: the
+// first error's code and hint, every message.
+type operationFailure struct{ resp *graph.Response }
+
+func (f operationFailure) Error() string { return f.resp.Errors.Error() }
+
+func (f operationFailure) ToolFailure() *engine.Failure {
+	first := f.resp.Errors[0]
+	code, _ := first.Extensions["code"].(string)
+	if code == "" {
+		code = graph.CodeBadRequest
+	}
+	hint, _ := first.Extensions["hint"].(string)
+	messages := make([]string, 0, len(f.resp.Errors))
+	details := make([]map[string]any, 0, len(f.resp.Errors))
+	for _, e := range f.resp.Errors {
+		messages = append(messages, e.Message)
+		detail := map[string]any{"message": e.Message, "path": e.Path, "extensions": e.Extensions}
+		// The public message leaves out who was denied by which policy of
+		// which action; the record keeps it (ACT-131, ACT-132).
+		var denied *policy.Denied
+		if errors.As(e.Err, &denied) {
+			detail["denial"] = denied.Detail()
+		}
+		details = append(details, detail)
+	}
+	return &engine.Failure{Code: code, Message: strings.Join(messages, "\n"), Hint: hint, Detail: details}
+}

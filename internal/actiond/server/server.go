@@ -1,0 +1,144 @@
+// Package server assembles actiond: the store, the local issuer and token
+// verification, the GraphQL API, the MCP endpoint and the local environment's
+// default actions, behind one HTTP handler.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/gateway"
+	"github.com/incusspawn/isx/internal/actiond/graph"
+	"github.com/incusspawn/isx/internal/actiond/registry"
+	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/clock"
+)
+
+// Options configure a server.
+type Options struct {
+	Store store.Options
+	// PublicURL is where clients reach this server; it names the token
+	// audiences and the endpoints' resource URLs.
+	PublicURL string
+	// Listen is the address the server listens on; unauthenticated GraphQL
+	// is the local root only when it is a loopback address.
+	Listen string
+	// Issuers are token issuers besides the local one.
+	Issuers []auth.IssuerConfig
+	Clock   clock.Clock
+	Random  io.Reader
+	Logger  *slog.Logger
+}
+
+// Server is a running actiond.
+type Server struct {
+	Store   *store.Store
+	Issuer  *auth.LocalIssuer
+	handler http.Handler
+	opts    Options
+}
+
+// New opens the store, makes sure the local environment's actions exist and
+// assembles the handlers.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Random == nil {
+		opts.Random = rand.Reader
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
+	opts.Store.Clock = opts.Clock
+	st, err := store.Open(ctx, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	issuer, err := auth.NewLocalIssuer(ctx, auth.LocalIssuerOptions{URL: opts.PublicURL, KeyStore: st, Clock: opts.Clock, Random: opts.Random})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("local issuer: %w", err)
+	}
+	issuers := append([]auth.IssuerConfig{issuer.IssuerConfig(auth.MCPAudience(opts.PublicURL), auth.GraphQLAudience(opts.PublicURL))}, opts.Issuers...)
+	verifier, err := auth.NewVerifier(auth.VerifierOptions{Issuers: issuers, Clock: opts.Clock})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("token issuers: %w", err)
+	}
+	s := &Server{Store: st, Issuer: issuer, opts: opts}
+	ids := uuidSource{random: opts.Random}
+	if err := installLocalEnvironment(ctx, st, opts.Clock); err != nil {
+		st.Close()
+		return nil, err
+	}
+	compiled := action.NewCache(4096)
+	reader := registry.NewReader(st)
+	runner := &engine.Runner{GraphQL: graphQL{store: st, clock: opts.Clock, ids: ids}, Registry: reader, Compiled: compiled, IDs: ids, Clock: opts.Clock, Random: opts.Random}
+	endpoint := gateway.New(gateway.Options{
+		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner,
+		IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
+	})
+	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids})
+
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/v1/", endpoint)
+	mux.Handle("POST /financial/v1/graphql", api)
+	mux.Handle(auth.ProtectedResourcePrefix+"/mcp/v1/", auth.ProtectedResourceHandler(opts.PublicURL, verifier.Issuers(auth.MCPAudience(opts.PublicURL))))
+	mux.Handle(auth.JWKSPath, issuer.JWKSHandler())
+	mux.Handle(auth.AuthorizationServerMetadataPath, issuer.MetadataHandler())
+	mux.Handle(auth.OpenIDConfigurationPath, issuer.MetadataHandler())
+	mux.HandleFunc("GET /healthcheck", s.healthcheck)
+	s.handler = mux
+	return s, nil
+}
+
+// Handler serves every endpoint of the server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close closes the store.
+func (s *Server) Close() error { return s.Store.Close() }
+
+func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.Store.Generation(r.Context(), auth.DefaultAccount); err != nil {
+		http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// uuidSource makes execution and action IDs.
+type uuidSource struct{ random io.Reader }
+
+func (u uuidSource) New() string {
+	id, err := uuid.NewRandomFromReader(u.random)
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

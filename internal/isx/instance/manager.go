@@ -1,0 +1,219 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os/user"
+	"sort"
+
+	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/isx/incus"
+)
+
+// Manager makes, lists and destroys isx instances in one Incus project
+// (the project of its client).
+type Manager struct {
+	Client *incus.Client
+	Clock  clock.Clock
+}
+
+// NewManager returns a Manager on the real clock.
+func NewManager(c *incus.Client) *Manager { return &Manager{Client: c, Clock: clock.Real{}} }
+
+// CurrentOwner is the host user that isx stamps as an instance's owner.
+func CurrentOwner() (string, error) {
+	u, err := user.Current()
+	if err != nil {
+		return "", fmt.Errorf("finding the host user to stamp as owner: %w", err)
+	}
+	return u.Username, nil
+}
+
+// BranchOptions describe a new instance.
+type BranchOptions struct {
+	Name string
+	// From is a built template, or another isx instance to copy.
+	From    string
+	Network Network // "" is NetworkDefault
+	Owner   string  // the host user; required
+	// Config is more config set atomically with the instance, such as
+	// isx mcp's stamps. It may not set the stamps Branch writes itself.
+	Config map[string]string
+	// NoStart leaves the new instance stopped.
+	NoStart bool
+}
+
+// Branch makes a new instance as a copy of a built template (or of another
+// isx instance), stamped with its template, owner, creation time and
+// network mode, and starts it. A copy of an instance loses that
+// instance's MCP stamps. If anything fails after Incus made the instance,
+// it is deleted again: nothing is left half-made.
+func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
+	create, err := m.branchRequest(ctx, opts)
+	if err != nil {
+		return err
+	}
+	err = m.Client.CreateInstance(ctx, create)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, incus.ErrConflict):
+		return &Error{Code: CodeExists, Instance: opts.Name,
+			Message: fmt.Sprintf("an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name), Err: err}
+	case errors.Is(err, incus.ErrUnavailable):
+		return err
+	}
+	failed := &Error{Code: CodeBranchFailed, Instance: opts.Name,
+		Message: fmt.Sprintf("making %s from %s failed", opts.Name, opts.From), Err: err}
+	if cleanupErr := m.removeHalfMade(ctx, opts.Name); cleanupErr != nil {
+		return errors.Join(failed, cleanupErr)
+	}
+	return failed
+}
+
+func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.InstanceCreate, error) {
+	if err := incus.ValidateInstanceName(opts.Name); err != nil {
+		return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: err.Error()}
+	}
+	if opts.Owner == "" {
+		return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: "no owner given for the new instance"}
+	}
+	network, err := ParseNetwork(string(opts.Network))
+	if err != nil {
+		return incus.InstanceCreate{}, err
+	}
+	for key := range opts.Config {
+		if ownStamps[key] {
+			return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: fmt.Sprintf("%s is stamped by Branch itself and may not be given", key)}
+		}
+	}
+	source, err := m.source(ctx, opts.From)
+	if err != nil {
+		return incus.InstanceCreate{}, err
+	}
+	stamps := ParseStamps(source.Config)
+	tpl := stamps.Template
+	if stamps.IsTemplate() && tpl == "" {
+		tpl = source.Name
+	}
+	config := ClearMCP(source.Config)
+	maps.Copy(config, opts.Config)
+	maps.Copy(config, map[string]string{
+		KeyType:     TypeInstance,
+		KeyTemplate: tpl,
+		KeyOwner:    opts.Owner,
+		KeyCreated:  FormatTime(m.Clock.Now()),
+		KeyNetwork:  string(network),
+	})
+	devices, err := networkDevices(network, opts.Name, source.ExpandedDevices)
+	if err != nil {
+		return incus.InstanceCreate{}, err
+	}
+	return incus.InstanceCreate{
+		Name:    opts.Name,
+		Source:  incus.CopySource(source.Name, true),
+		Config:  config,
+		Devices: devices,
+		Start:   !opts.NoStart,
+	}, nil
+}
+
+// ownStamps are the keys Branch decides.
+var ownStamps = map[string]bool{KeyType: true, KeyTemplate: true, KeyOwner: true, KeyCreated: true, KeyNetwork: true}
+
+// source reads what a branch copies and checks isx made it.
+func (m *Manager) source(ctx context.Context, name string) (*incus.Instance, error) {
+	inst, _, err := m.Client.GetInstance(ctx, name)
+	if errors.Is(err, incus.ErrNotFound) {
+		return nil, &Error{Code: CodeNotBuilt, Instance: name,
+			Message: fmt.Sprintf("there is no built template or instance named %s in project %s; if it is a template, run `isx build %s` first", name, m.project(), name), Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ParseStamps(inst.Config).Managed() {
+		return nil, &Error{Code: CodeNotManaged, Instance: name,
+			Message: fmt.Sprintf("%s was not made by isx (it has no %s stamp), so isx does not branch from it; build a template with `isx build`", name, KeyType)}
+	}
+	return inst, nil
+}
+
+// removeHalfMade deletes an instance Branch's create made before failing
+// (a start can fail after the copy succeeded).
+func (m *Manager) removeHalfMade(ctx context.Context, name string) error {
+	cleanup := context.WithoutCancel(ctx)
+	err := m.Client.DeleteInstance(cleanup, name, true)
+	if err == nil || errors.Is(err, incus.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("removing the half-made instance %s (delete it with `incus delete --force %s`): %w", name, name, err)
+}
+
+func (m *Manager) project() string {
+	if p := m.Client.ProjectName(); p != "" {
+		return p
+	}
+	return "default"
+}
+
+// Entry is one instance as `isx list` sees it.
+type Entry struct {
+	Name   string
+	Status string // as Incus says: Running, Stopped …
+	Stamps Stamps
+	// Instance is what Incus returned, for callers needing more.
+	Instance *incus.Instance
+}
+
+// List returns every instance of the project with its stamps, sorted by
+// name, in one request to Incus. Instances isx did not make are included;
+// Stamps.Managed tells them apart.
+func (m *Manager) List(ctx context.Context) ([]Entry, error) {
+	instances, err := m.Client.Instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]Entry, 0, len(instances))
+	for i := range instances {
+		inst := &instances[i]
+		entries = append(entries, Entry{Name: inst.Name, Status: inst.Status, Stamps: ParseStamps(inst.Config), Instance: inst})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	return entries, nil
+}
+
+// DestroyOptions say what Destroy may delete.
+type DestroyOptions struct {
+	// Template allows destroying a built template. Instances branched
+	// from it are independent copies and stay.
+	Template bool
+}
+
+// Destroy deletes an isx instance, stopping it first if it runs. It
+// refuses an unknown name, an instance isx did not make, and a built
+// template unless opts.Template says so.
+func (m *Manager) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
+	inst, _, err := m.Client.GetInstance(ctx, name)
+	if errors.Is(err, incus.ErrNotFound) {
+		return &Error{Code: CodeNotFound, Instance: name,
+			Message: fmt.Sprintf("there is no instance named %s in project %s; `isx list` shows the instances there are", name, m.project())}
+	}
+	if err != nil {
+		return err
+	}
+	stamps := ParseStamps(inst.Config)
+	switch {
+	case !stamps.Managed():
+		return &Error{Code: CodeNotManaged, Instance: name,
+			Message: fmt.Sprintf("%s was not made by isx (it has no %s stamp), so isx leaves it alone; delete it with `incus delete` if you mean to", name, KeyType)}
+	case stamps.IsTemplate() && !opts.Template:
+		return &Error{Code: CodeIsTemplate, Instance: name,
+			Message: fmt.Sprintf("%s is a built template; to destroy it, say so with `isx destroy --template %s` (instances branched from it stay)", name, name)}
+	}
+	if err := m.Client.DeleteInstance(ctx, name, true); err != nil && !errors.Is(err, incus.ErrNotFound) {
+		return err
+	}
+	return nil
+}

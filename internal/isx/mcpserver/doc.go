@@ -1,0 +1,16 @@
+// Package isxmcp is the `isx mcp` server: the Model Context Protocol over
+// stdio for an agent on the host (seeds 000 and 001). It serves the tools
+// list_templates, list_instances, create_instance, adopt_instance,
+// keep_instance, destroy_instance, stop_instance, start_instance, exec,
+// task_status, task_result, cancel_task and wait_any, one file per family
+// (templates.go, instances.go, exec.go, tasks.go).
+//
+// What an agent gets is narrow: only templates mcp.yaml approves that are
+// trusted and built, their defaults only, and only instances of the host
+// user that its own session holds. mcp.yaml is read on every call and
+// never written. Every instance is stamped (no side database): owner,
+// holding session, purpose, caller, idempotency key; see stamps.go for the
+// stamps this package adds to internal/instance's. A session's instances
+// outlive it; Sweep, run by the next isx mcp to start, destroys orphans
+// past their grace. Every call is recorded in the audit log.
+package mcpserver

@@ -1,0 +1,124 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/incusspawn/isx/internal/isx/audit"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/template"
+)
+
+func offlineServer(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := New(Options{
+		Home:      dir,
+		Client:    incus.New(filepath.Join(dir, "none.socket")),
+		Templates: func() (*template.Set, error) { return template.NewSet() },
+		Owner:     "fuzz", Session: "stdio:1:1",
+		Log: audit.Open(filepath.Join(dir, "mcp.log"), audit.Options{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var argumentSeeds = []string{
+	`{}`, `null`, ``, `[]`, `"x"`, `{"max_turns":3}`,
+	`{"template":"tpl-dev","name_hint":"870-impl","purpose":"#870 implement","idempotency_key":"job-1"}`,
+	`{"template":"tpl-dev","from_instance":"mcp-a"}`,
+	`{"instance":"mcp-dev-work-abcde","command":"make test","cwd":"/home/agent/work","env":{"A":"b"},"stdin":"x","timeout_seconds":30,"max_output_bytes":100}`,
+	`{"instance":"mcp-dev-work-abcde","command":"sleep 9","background":true,"idempotency_key":"a:b.c-d_e"}`,
+	`{"instance":"mcp-dev-work-abcde","command":"x","timeout_seconds":1.5}`,
+	`{"instance":"mcp-dev-work-abcde","task_id":"t-abcdefghij","wait_seconds":300}`,
+	`{"instance":"mcp-dev-work-abcde","task_id":"t-abcdefghij","max_bytes":-1}`,
+	`{"tasks":[{"instance":"mcp-a","task_id":"t-abcdefghij"}],"wait_seconds":5}`,
+	`{"tasks":[{"instance":"mcp-a","task_id":"t-abcdefghij","extra":1}]}`,
+	`{"instance":"mcp-a","force":"yes"}`,
+	`{"instance":"mcp-a"} {"instance":"mcp-b"}`,
+	`{"instance":"mcp-a","instance":"mcp-b"}`,
+	`{"env":{"1BAD":"x"},"instance":"mcp-a","command":"x"}`,
+}
+
+// FuzzToolArguments: decoding any bytes as any tool's arguments never
+// panics, and every failure is a refusal with invalid_argument, or, for
+// arguments that are not an object, a JSON-RPC invalid-params error.
+func FuzzToolArguments(f *testing.F) {
+	s := offlineServer(f)
+	names := s.ToolNames()
+	for i, seed := range argumentSeeds {
+		for j := range names {
+			f.Add(uint8(i+j), []byte(seed))
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, raw []byte) {
+		tool := names[int(which)%len(names)]
+		err := s.Decode(tool, raw)
+		if err == nil {
+			return
+		}
+		var refusal *Refusal
+		var protocol *jsonrpc.Error
+		switch {
+		case errors.As(err, &refusal):
+			if refusal.Code != CodeInvalidArgument || refusal.Message == "" {
+				t.Fatalf("%s(%q): refusal %v", tool, raw, refusal)
+			}
+		case errors.As(err, &protocol):
+			if protocol.Code != jsonrpc.CodeInvalidParams {
+				t.Fatalf("%s(%q): protocol error %v", tool, raw, protocol)
+			}
+			var v any
+			if json.Unmarshal(raw, &v) == nil {
+				if _, isObject := v.(map[string]any); isObject {
+					t.Fatalf("%s(%q): an object was called a protocol fault", tool, raw)
+				}
+			}
+		default:
+			t.Fatalf("%s(%q): %T %v is neither a refusal nor a protocol error", tool, raw, err, err)
+		}
+	})
+}
+
+// FuzzMCPYAML: whatever mcp.yaml holds, reading it for a call never
+// panics, and a file isx mcp cannot use refuses the call naming mcp.yaml.
+func FuzzMCPYAML(f *testing.F) {
+	for _, seed := range []string{
+		"", "templates: [tpl-a, tpl-b]\n", "max-instances: 3\nmax-concurrent-tasks: 0\n", "templates: [tpl-a\n",
+		"max-instancs: 3\n", "max-instances: lots\n", "max-instances: -1\n", "delegate-max-turns: 200\n",
+		"codex:\n  sandbox-mode: read-only\n  sandbox-modes:\n    tpl-a: workspace-write\n",
+		"delegate-permission-modes:\n  tpl-review: plan\n", "orphan-grace-hours: 0\n", "summary-model: haiku\n",
+		"- a\n- b\n", "templates: &a [*a]\n", "\x00\xff", "templates: [TPL]\n", "? [a]\n: b\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, content []byte) {
+		home := t.TempDir()
+		path := config.MCPPath(home)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		policy, _, refusal := loadPolicy(home)
+		if refusal != nil {
+			if refusal.Code != CodeRefused || !strings.Contains(refusal.Message, "mcp.yaml") {
+				t.Fatalf("mcp.yaml %q: refusal %v", content, refusal)
+			}
+			return
+		}
+		if policy.MaxInstances < 0 || policy.MaxConcurrentTasks < 0 || policy.OrphanGraceHours < 1 {
+			t.Fatalf("mcp.yaml %q accepted with %+v", content, policy)
+		}
+	})
+}

@@ -1,0 +1,589 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	schemavalidator "github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/template"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+// binary is cmd/isx, built once, on first use (fuzz workers never need
+// it): the tests talk to the real program over a real stdio pipe, as
+// Claude Code would.
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func isxBinary(t testing.TB) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "isxmcp-test-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "isx")
+		out, err := exec.Command(goTool(), "build", "-o", binary.path, "github.com/incusspawn/isx/cmd/isx").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("building isx: %w\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	shared.mu.Lock()
+	if shared.project != "" {
+		if err := incustest.RemoveProject(incustest.Client(), shared.project); err != nil {
+			fmt.Fprintf(os.Stderr, "removing %s: %v\n", shared.project, err)
+		}
+	}
+	shared.mu.Unlock()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+func goTool() string {
+	if path, err := exec.LookPath("go"); err == nil {
+		return path
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// The test templates are built once per test binary, in one project, and
+// copied (a btrfs snapshot) into each test's own throwaway project.
+var shared struct {
+	mu      sync.Mutex
+	project string
+	built   map[string]error
+}
+
+func sharedProject(t testing.TB) string {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.project != "" {
+		return shared.project
+	}
+	base := incustest.Require(t)
+	raw := make([]byte, 5)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	name := incustest.ProjectPrefix + "mcp" + hex.EncodeToString(raw)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := base.CreateProject(ctx, incus.Project{
+		Name: name, Description: "isxmcp tests: built test templates shared by the package's tests",
+		Config: map[string]string{
+			"features.images": "false", "features.profiles": "false",
+			"features.storage.volumes": "false", "features.networks": "false",
+			incustest.CreatedKey: time.Now().UTC().Format(time.RFC3339),
+		},
+	})
+	if err != nil {
+		t.Fatalf("creating the shared template project: %v", err)
+	}
+	shared.project = name
+	shared.built = map[string]error{}
+	return name
+}
+
+func testTemplates(t testing.TB) *template.Set {
+	t.Helper()
+	set, err := template.Load(template.Options{Home: t.TempDir(), SearchPaths: []string{buildtest.Dir(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// builtTemplate makes sure the shared project has the template built.
+func builtTemplate(t testing.TB, name string) string {
+	t.Helper()
+	project := sharedProject(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if err, done := shared.built[name]; done {
+		if err != nil {
+			t.Fatalf("building %s failed earlier: %v", name, err)
+		}
+		return project
+	}
+	set := testTemplates(t)
+	chain, err := set.Chain(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	incustest.EnsureImages(t, chain[0].ImageAlias())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	b := &build.Builder{Client: incustest.Client().InProject(project), Set: set, Owner: "isx-test", Out: &progress}
+	_, err = b.Build(ctx, build.Request{Templates: []string{name}})
+	shared.built[name] = err
+	if err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, progress.String())
+	}
+	return project
+}
+
+// env is one test's world: a throwaway Incus project with copies of the
+// built templates, and a home whose config.yaml names it.
+type env struct {
+	t      testing.TB
+	client *incus.Client
+	home   string
+}
+
+func newEnv(t testing.TB, templates ...string) *env {
+	t.Helper()
+	c := incustest.Project(t)
+	e := &env{t: t, client: c, home: t.TempDir()}
+	for _, name := range templates {
+		e.copyTemplate(name)
+	}
+	if err := config.Save(e.home, &config.Config{Project: c.ProjectName(), TemplatePaths: []string{buildtest.Dir(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) copyTemplate(name string) {
+	e.t.Helper()
+	from := builtTemplate(e.t, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := e.client.CreateInstance(ctx, incus.InstanceCreate{
+		Name:   name,
+		Source: incus.InstanceSource{Type: "copy", Source: name, Project: from, InstanceOnly: true},
+	})
+	if err != nil {
+		e.t.Fatalf("copying template %s into %s: %v", name, e.client.ProjectName(), err)
+	}
+}
+
+func (e *env) mcpPath() string { return config.MCPPath(e.home) }
+
+// writeMCP writes mcp.yaml.
+func (e *env) writeMCP(content string) {
+	e.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(e.mcpPath()), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.mcpPath(), []byte(content), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) auditLog() string {
+	return filepath.Join(config.StateDir(e.home), "mcp.log")
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// environ is the test's environment with HOME replaced and no project
+// override, so the server works in the project config.yaml names.
+func (e *env) environ(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "HOME" && name != "ISX_PROJECT" {
+			out = append(out, kv)
+		}
+	}
+	return append(append(out, "HOME="+e.home), extra...)
+}
+
+// sessionOptions change how a session starts.
+type sessionOptions struct {
+	protocol string   // default 2025-11-25
+	notify   bool     // list isx/task_changed under capabilities.experimental
+	env      []string // extra NAME=value for the server
+	name     string   // clientInfo.name
+	dir      string   // the server's working directory
+}
+
+// session is one isx mcp process with a go-sdk client on its stdio.
+type session struct {
+	t       testing.TB
+	cs      *mcp.ClientSession
+	cmd     *exec.Cmd
+	stderr  *syncBuffer
+	notes   chan TaskChanged
+	tools   map[string]*mcp.Tool
+	schemas map[string]*schemavalidator.Schema
+	closed  bool
+	id      string
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (e *env) start(opts sessionOptions) *session {
+	e.t.Helper()
+	if opts.protocol == "" {
+		opts.protocol = "2025-11-25"
+	}
+	if opts.name == "" {
+		opts.name = "isxmcp-test"
+	}
+	cmd := exec.Command(isxBinary(e.t), "mcp")
+	cmd.Env = e.environ(opts.env...)
+	cmd.Dir = opts.dir
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	s := &session{t: e.t, cmd: cmd, stderr: stderr, notes: make(chan TaskChanged, 256)}
+	caps := &mcp.ClientCapabilities{}
+	if opts.notify {
+		caps.Experimental = map[string]any{TaskChangedCapability: map[string]any{}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: opts.name, Version: "1.0"}, &mcp.ClientOptions{Capabilities: caps})
+	transport := &noticingTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 20 * time.Second}, notes: s.notes}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: opts.protocol})
+	if err != nil {
+		e.t.Fatalf("connecting to isx mcp: %v\nstderr:\n%s", err, stderr.String())
+	}
+	s.cs = cs
+	if s.id, err = SessionOf(cmd.Process.Pid); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.close)
+	s.loadTools()
+	return s
+}
+
+func (s *session) loadTools() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := s.cs.ListTools(ctx, nil)
+	if err != nil {
+		s.t.Fatalf("tools/list: %v", err)
+	}
+	s.tools = map[string]*mcp.Tool{}
+	s.schemas = map[string]*schemavalidator.Schema{}
+	for _, tool := range list.Tools {
+		s.tools[tool.Name] = tool
+		s.schemas[tool.Name] = compileSchema(s.t, tool.Name, tool.OutputSchema)
+	}
+}
+
+func compileSchema(t testing.TB, name string, schema any) *schemavalidator.Schema {
+	t.Helper()
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemavalidator.NewCompiler()
+	url := "mem://" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("compiling the output schema of %s: %v", name, err)
+	}
+	return compiled
+}
+
+// close ends the session cleanly (stdin closed) and waits for the server.
+func (s *session) close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if err := s.cs.Close(); err != nil && !strings.Contains(err.Error(), "signal: killed") {
+		s.t.Logf("closing the session: %v", err)
+	}
+	s.checkStderr()
+}
+
+// checkStderr fails the test when the server reported a data race (tests
+// run under GOFLAGS=-race build the server with the detector too) or a
+// panic.
+func (s *session) checkStderr() {
+	if out := s.stderr.String(); strings.Contains(out, "DATA RACE") || strings.Contains(out, "panic:") {
+		s.t.Errorf("isx mcp reported:\n%s", out)
+	}
+}
+
+// kill ends the server with SIGKILL, as a crash would.
+func (s *session) kill() {
+	s.t.Helper()
+	if err := s.cmd.Process.Kill(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd.Process.Wait() //nolint:errcheck // reaped so its pid is gone
+	s.closed = true
+	s.checkStderr()
+	go s.cs.Close()
+}
+
+// sessionID is the server's session id.
+func (s *session) sessionID() string { return s.id }
+
+func (s *session) call(tool string, args any) *mcp.CallToolResult {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		s.t.Fatalf("%s: %v\nserver stderr:\n%s", tool, err, s.stderr.String())
+	}
+	return res
+}
+
+// ok calls a tool, requires success, validates structuredContent against
+// the tool's listed outputSchema (ISX-115), requires text for the model
+// (ISX-116), and decodes the structured result into out (when not nil).
+func (s *session) ok(tool string, args any, out any) map[string]any {
+	s.t.Helper()
+	res := s.call(tool, args)
+	// The Incus daemon is shared with other tests and sometimes too busy
+	// to start a container in time; unavailable is the refusal a client
+	// may retry unchanged, so this client does, once.
+	if res.IsError && (tool == "create_instance" || tool == "start_instance") && refusalCode(res) == string(CodeUnavailable) {
+		s.t.Logf("%s: retrying after %s", tool, resultText(res))
+		res = s.call(tool, args)
+	}
+	if res.IsError {
+		s.t.Fatalf("%s(%v) was refused: %s\nserver stderr:\n%s", tool, args, resultText(res), s.stderr.String())
+	}
+	if res.StructuredContent == nil {
+		s.t.Fatalf("%s: no structuredContent", tool)
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.schemas[tool].Validate(doc); err != nil {
+		s.t.Fatalf("%s: structuredContent does not match its outputSchema: %v\n%s", tool, err, raw)
+	}
+	if strings.TrimSpace(resultText(res)) == "" {
+		s.t.Fatalf("%s: no text content for the model", tool)
+	}
+	if out != nil {
+		reflect.ValueOf(out).Elem().SetZero()
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("%s: decoding %s: %v", tool, raw, err)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		s.t.Fatal(err)
+	}
+	return m
+}
+
+// refused calls a tool and requires a refusal with code (ISX-117..119):
+// isError, no structuredContent, the code in _meta. It returns the
+// refusal's details.
+func (s *session) refused(tool string, args any, code Code) map[string]any {
+	s.t.Helper()
+	res := s.call(tool, args)
+	return checkRefusal(s.t, tool, res, code)
+}
+
+func checkRefusal(t testing.TB, tool string, res *mcp.CallToolResult, code Code) map[string]any {
+	t.Helper()
+	if !res.IsError {
+		raw, _ := json.Marshal(res.StructuredContent)
+		t.Fatalf("%s succeeded, want refusal %s: %s", tool, code, raw)
+	}
+	if res.StructuredContent != nil {
+		t.Fatalf("%s: a refusal carries structuredContent", tool)
+	}
+	meta, ok := res.Meta[ErrorMetaKey].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: refusal without _meta[%q]: %v", tool, ErrorMetaKey, res.Meta)
+	}
+	if got := meta["code"]; got != string(code) {
+		t.Fatalf("%s: refusal code %v, want %s: %s", tool, got, code, resultText(res))
+	}
+	if msg, _ := meta["message"].(string); msg == "" {
+		t.Fatalf("%s: refusal without a message", tool)
+	}
+	return meta
+}
+
+func refusalCode(res *mcp.CallToolResult) string {
+	meta, _ := res.Meta[ErrorMetaKey].(map[string]any)
+	code, _ := meta["code"].(string)
+	return code
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if text, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(text.Text)
+		}
+	}
+	return b.String()
+}
+
+// noticingTransport hands the test the server's task notifications, which
+// the go-sdk client has no handler for.
+type noticingTransport struct {
+	inner mcp.Transport
+	notes chan TaskChanged
+}
+
+func (t *noticingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &noticingConn{Connection: conn, notes: t.notes}, nil
+}
+
+type noticingConn struct {
+	mcp.Connection
+	notes chan TaskChanged
+}
+
+func (c *noticingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.Method != TaskChangedMethod {
+			return msg, nil
+		}
+		var change TaskChanged
+		if err := json.Unmarshal(req.Params, &change); err != nil {
+			return nil, fmt.Errorf("a malformed task notification %s: %w", req.Params, err)
+		}
+		var raw map[string]any
+		if json.Unmarshal(req.Params, &raw) == nil {
+			if _, has := raw["exit_code"]; has && change.State != TaskFinished && change.State != TaskAttached {
+				return nil, errors.New("a notification that is not finished carries exit_code")
+			}
+		}
+		select {
+		case c.notes <- change:
+		default:
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// execIn runs a command in an instance as root, for checks and set-up.
+func (e *env) execIn(name string, command string) string {
+	e.t.Helper()
+	res, err := e.client.Exec(e.ctx(), name, incus.ExecRequest{Command: []string{"sh", "-c", command}, Timeout: time.Minute})
+	if err != nil {
+		e.t.Fatalf("exec in %s: %v", name, err)
+	}
+	if res.ExitCode != 0 {
+		e.t.Fatalf("exec %q in %s: exit %d: %s%s", command, name, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
+// instanceConfig reads an instance's config.
+func (e *env) instanceConfig(name string) map[string]string {
+	e.t.Helper()
+	inst, _, err := e.client.GetInstance(e.ctx(), name)
+	if err != nil {
+		e.t.Fatalf("reading %s: %v", name, err)
+	}
+	return inst.Config
+}
+
+// mcpInstances lists the names of the project's instances with MCP stamps.
+func (e *env) mcpInstances() []string {
+	e.t.Helper()
+	list, err := e.client.Instances(e.ctx())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, inst := range list {
+		if viewOf(&inst).isMCP() {
+			out = append(out, inst.Name)
+		}
+	}
+	return out
+}
+
+func execAsRoot(command string) incus.ExecRequest {
+	return incus.ExecRequest{Command: []string{"sh", "-c", command}, Timeout: time.Minute}
+}

@@ -1,0 +1,259 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/task"
+)
+
+// TaskChangedMethod is the notification a client that asked for it gets
+// for every change of a task's state (seed 000, "Being told when a task
+// changes").
+const TaskChangedMethod = "notifications/isx/task_changed"
+
+// TaskReleased is the notification state meaning another session took the
+// task's instance with adopt_instance. It never appears in a tool result.
+const TaskReleased TaskState = "released"
+
+// TaskChanged is the notification's params.
+type TaskChanged struct {
+	TaskID   string    `json:"task_id"`
+	Instance string    `json:"instance"`
+	Run      int       `json:"run"`
+	State    TaskState `json:"state"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+}
+
+// notifier sends task changes to a client that listed TaskChangedCapability
+// under capabilities.experimental, and does nothing for one that did not:
+// then no instance is watched and nothing is polled. For a client that
+// asked, each instance with running tasks of this session is watched by
+// one exec waiting inside it (task.Wait), and the Incus event stream tells
+// when another session takes an instance or it is deleted.
+type notifier struct {
+	s *Server
+
+	mu        sync.Mutex
+	enabled   bool
+	transport *keptTransport
+	sent      map[string]TaskState // last state sent, by instance/task
+	watching  map[string]bool
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+func newNotifier(s *Server) *notifier {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &notifier{s: s, sent: map[string]TaskState{}, watching: map[string]bool{}, ctx: ctx, cancel: cancel}
+}
+
+func (n *notifier) attach(t *keptTransport) {
+	n.mu.Lock()
+	n.transport = t
+	n.mu.Unlock()
+}
+
+// initialized turns notifications on when the client asked for them.
+func (n *notifier) initialized(session *mcp.ServerSession) {
+	params := session.InitializeParams()
+	if params == nil || params.Capabilities == nil {
+		return
+	}
+	if _, asked := params.Capabilities.Experimental[TaskChangedCapability]; !asked {
+		return
+	}
+	n.mu.Lock()
+	if n.enabled {
+		n.mu.Unlock()
+		return
+	}
+	n.enabled = true
+	n.mu.Unlock()
+	n.wg.Go(n.followEvents)
+	for _, name := range n.s.tasks.instances() {
+		n.watch(name)
+	}
+}
+
+func (n *notifier) on() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.enabled && n.ctx.Err() == nil
+}
+
+// changed is told of every task state this session reads. It sends the
+// change unless it was sent already; unknown is never sent.
+func (n *notifier) changed(instance string, view InstanceTask, _ TaskState) {
+	if !n.on() || view.State == TaskUnknown {
+		return
+	}
+	n.send(TaskChanged{TaskID: view.TaskID, Instance: instance, Run: view.Run, State: view.State, ExitCode: view.ExitCode})
+	if view.State == TaskRunning {
+		n.watch(instance)
+	}
+}
+
+func (n *notifier) send(change TaskChanged) {
+	if change.State != TaskFinished && change.State != TaskAttached {
+		change.ExitCode = nil
+	}
+	key := change.Instance + "/" + change.TaskID
+	n.mu.Lock()
+	if n.sent[key] == change.State || n.transport == nil {
+		n.mu.Unlock()
+		return
+	}
+	n.sent[key] = change.State
+	conn := n.transport.connection()
+	n.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	params, err := json.Marshal(change)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	if err := conn.Write(ctx, &jsonrpc.Request{Method: TaskChangedMethod, Params: params}); err != nil && n.ctx.Err() == nil {
+		n.s.warnf("sending a task notification: %v", err)
+	}
+}
+
+// watch starts waiting inside the instance for its running tasks, once.
+func (n *notifier) watch(instance string) {
+	n.mu.Lock()
+	if !n.enabled || n.watching[instance] || n.ctx.Err() != nil {
+		n.mu.Unlock()
+		return
+	}
+	n.watching[instance] = true
+	n.mu.Unlock()
+	n.wg.Go(func() {
+		defer func() {
+			n.mu.Lock()
+			delete(n.watching, instance)
+			n.mu.Unlock()
+		}()
+		n.waitLoop(instance)
+	})
+}
+
+// watchSlice bounds one exec waiting in an instance.
+const watchSlice = 60 * time.Second
+
+func (n *notifier) waitLoop(instance string) {
+	failures := 0
+	for n.ctx.Err() == nil {
+		var running []string
+		for _, t := range n.s.tasks.tasks(instance) {
+			if t.State == TaskRunning {
+				running = append(running, t.TaskID)
+			}
+		}
+		if len(running) == 0 {
+			return
+		}
+		res, err := task.Wait(n.ctx, n.s.opts.Client, instance, running, watchSlice)
+		if err != nil {
+			if n.ctx.Err() != nil || n.instanceGone(instance) {
+				return
+			}
+			failures++
+			if failures > 5 {
+				n.s.warnf("stopped watching the tasks of %s: %v", instance, err)
+				return
+			}
+			select {
+			case <-n.ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		failures = 0
+		for _, st := range res.Statuses {
+			n.s.observe(instance, st)
+		}
+	}
+}
+
+// followEvents learns from Incus when an instance this session has tasks
+// in is taken by another session or deleted.
+func (n *notifier) followEvents() {
+	for n.ctx.Err() == nil {
+		stream, err := n.s.opts.Client.Events(n.ctx, incus.EventLifecycle)
+		if err != nil {
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+				continue
+			}
+		}
+		for event := range stream.Events {
+			life, err := event.Lifecycle()
+			if err != nil {
+				continue
+			}
+			name := life.Instance()
+			if name == "" || len(n.s.tasks.tasks(name)) == 0 {
+				continue
+			}
+			switch life.Action {
+			case "instance-updated", "instance-deleted", "instance-stopped", "instance-renamed":
+				n.instanceGone(name)
+			}
+		}
+	}
+}
+
+// instanceGone checks whether this session lost the instance: taken by
+// another session (released) or deleted (lost). It forgets the instance's
+// tasks then and reports whether it did.
+func (n *notifier) instanceGone(instance string) bool {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	inst, _, err := n.s.opts.Client.GetInstance(ctx, instance)
+	state := TaskState("")
+	switch {
+	case errors.Is(err, incus.ErrNotFound):
+		state = TaskLost
+	case err != nil:
+		return false
+	default:
+		if viewOf(inst).holdingFor(n.s.opts.Session) == heldElsewhere || viewOf(inst).stamps.MCP.Session != n.s.opts.Session {
+			state = TaskReleased
+		}
+	}
+	if state == "" {
+		return false
+	}
+	for _, t := range n.s.tasks.drop(instance) {
+		n.send(TaskChanged{TaskID: t.TaskID, Instance: instance, Run: t.Run, State: state})
+	}
+	return true
+}
+
+// lost tells of the tasks of an instance this session destroyed.
+func (n *notifier) lost(instance string, tasks []InstanceTask) {
+	if !n.on() {
+		return
+	}
+	for _, t := range tasks {
+		n.send(TaskChanged{TaskID: t.TaskID, Instance: instance, Run: t.Run, State: TaskLost})
+	}
+}
+
+func (n *notifier) stop() {
+	n.cancel()
+	n.wg.Wait()
+}

@@ -1,0 +1,152 @@
+package mcpserver
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+)
+
+func nextNote(t *testing.T, s *session, within time.Duration) TaskChanged {
+	t.Helper()
+	select {
+	case n := <-s.notes:
+		return n
+	case <-time.After(within):
+		t.Fatalf("no task notification within %s\nserver stderr:\n%s", within, s.stderr.String())
+	}
+	return TaskChanged{}
+}
+
+// A client that lists isx/task_changed gets a notification for every
+// change of its tasks' states, never unknown; one that does not gets none;
+// a session whose instance another session takes gets released.
+//
+// ISX-139..149, ISX-151.
+func TestTaskNotificationsISX139(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	a := e.start(sessionOptions{notify: true})
+	quiet := e.start(sessionOptions{})
+	var inst, other CreateInstanceResult
+	a.ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &inst)
+	quiet.ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &other)
+
+	var bg ExecResult
+	a.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 1; exit 3", "background": true}, &bg)
+	n := nextNote(t, a, 10*time.Second)
+	if n.TaskID != bg.TaskID || n.Instance != inst.Instance || n.Run != 1 || n.State != TaskRunning || n.ExitCode != nil {
+		t.Errorf("first notification = %+v", n)
+	}
+	began := time.Now()
+	n = nextNote(t, a, 30*time.Second)
+	if n.TaskID != bg.TaskID || n.State != TaskFinished || n.ExitCode == nil || *n.ExitCode != 3 {
+		t.Errorf("second notification = %+v", n)
+	}
+	t.Logf("finished told %s after the running notification", time.Since(began))
+	// The state matches what task_status reads, and nothing repeats it.
+	var status TaskStatusResult
+	a.ok("task_status", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID}, &status)
+	if status.State != n.State {
+		t.Errorf("task_status %s, notification %s", status.State, n.State)
+	}
+	// Cancel: the notification says how it ended, never unknown.
+	a.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 600", "background": true}, &bg)
+	if n := nextNote(t, a, 10*time.Second); n.State != TaskRunning {
+		t.Errorf("notification %+v", n)
+	}
+	a.ok("cancel_task", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID}, nil)
+	if n := nextNote(t, a, 30*time.Second); n.State != TaskFinished || n.ExitCode == nil {
+		t.Errorf("after cancel: %+v", n)
+	}
+	// released: another session takes the instance.
+	a.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 600", "background": true}, &bg)
+	if n := nextNote(t, a, 10*time.Second); n.State != TaskRunning {
+		t.Errorf("notification %+v", n)
+	}
+	quiet.ok("adopt_instance", map[string]any{"instance": inst.Instance, "force": true}, nil)
+	// Every task of the instance this session knew is released.
+	released := map[string]bool{}
+	for len(released) < 3 {
+		n = nextNote(t, a, 30*time.Second)
+		if n.State != TaskReleased || n.ExitCode != nil || n.Instance != inst.Instance {
+			t.Fatalf("after the adoption: %+v", n)
+		}
+		released[n.TaskID] = true
+	}
+	if !released[bg.TaskID] {
+		t.Errorf("released %v, not %s", released, bg.TaskID)
+	}
+	var list ListInstancesResult
+	a.ok("list_instances", map[string]any{}, &list)
+	for _, i := range list.Instances {
+		for _, task := range i.Tasks {
+			if task.State == TaskReleased {
+				t.Error("released appeared in a tool result")
+			}
+		}
+	}
+	// ISX-149, ISX-150: the session that did not ask hears nothing.
+	quiet.ok("exec", map[string]any{"instance": other.Instance, "command": "sleep 1", "background": true}, nil)
+	time.Sleep(3 * time.Second)
+	select {
+	case n := <-quiet.notes:
+		t.Errorf("a client that did not ask got %+v", n)
+	default:
+	}
+	for {
+		select {
+		case n := <-a.notes:
+			if n.State == TaskUnknown {
+				t.Errorf("unknown was sent: %+v", n)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
+
+// A client's cancel (notifications/cancelled) kills a foreground exec in
+// the instance; calls of one session run concurrently.
+func TestExecCancelAndConcurrency(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	s := e.start(sessionOptions{})
+	var inst CreateInstanceResult
+	s.ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &inst)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"instance": inst.Instance, "command": "sleep 300"}})
+		done <- err
+	}()
+	waitFor(t, "the command to run", 30*time.Second, func() bool {
+		return strings.Contains(e.execIn(inst.Instance, "ps -o args"), "sleep 300")
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("the cancelled call returned a result")
+	}
+	waitFor(t, "the cancelled command to be killed", 15*time.Second, func() bool {
+		return !strings.Contains(e.execIn(inst.Instance, "ps -o args"), "sleep 300")
+	})
+
+	began := time.Now()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			s.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 2"}, nil)
+		})
+	}
+	wg.Wait()
+	if elapsed := time.Since(began); elapsed > 5*time.Second {
+		t.Errorf("three 2 s commands took %s: calls do not run concurrently", elapsed)
+	}
+}

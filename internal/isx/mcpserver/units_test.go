@@ -1,0 +1,79 @@
+package mcpserver
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/incusspawn/isx/internal/isx/incus"
+)
+
+// A stdio session is alive exactly while its process runs: not once it
+// exited (even as an unreaped zombie), not when its pid is reused.
+func TestSessionLiveness(t *testing.T) {
+	self, err := StdioSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(self, "stdio:"+strconv.Itoa(os.Getpid())+":") || !SessionAlive(self) {
+		t.Fatalf("own session %q not alive", self)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := SessionOf(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !SessionAlive(id) {
+		t.Fatal("a running process's session is dead")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed but not reaped: a zombie is gone as far as sessions go.
+	waitFor(t, "the zombie", 5*time.Second, func() bool { return !SessionAlive(id) })
+	cmd.Wait() //nolint:errcheck // killed on purpose
+	if SessionAlive(id) {
+		t.Fatal("a reaped process's session is alive")
+	}
+	pid, _, _ := strings.Cut(strings.TrimPrefix(self, "stdio:"), ":")
+	if SessionAlive("stdio:" + pid + ":1") {
+		t.Fatal("a reused pid (other start time) counts as the same session")
+	}
+	for _, bad := range []string{"stdio:", "stdio:x:1", "stdio:-1:1", ""} {
+		if SessionAlive(bad) {
+			t.Errorf("%q is alive", bad)
+		}
+	}
+	if !SessionAlive("instance:coord") {
+		t.Error("a session of another kind must count as alive (nothing proves it ended)")
+	}
+}
+
+// ISX-040, ISX-043: names are mcp-<template without tpl->-<hint>-<suffix>,
+// within Incus's 63 characters; a key's suffix is stable, a random one is
+// five of a-z2-7.
+func TestInstanceNames(t *testing.T) {
+	long := "tpl-" + strings.Repeat("a", 36)
+	name := instanceName(long, strings.Repeat("h", 16), "abcde")
+	if len(name) > 63 || incus.ValidateInstanceName(name) != nil || !strings.HasSuffix(name, "-hhhhhhhhhhhhhhhh-abcde") {
+		t.Errorf("long name %q (%d)", name, len(name))
+	}
+	if got := instanceName("tpl-dev", "870-impl", "x2y3z"); got != "mcp-dev-870-impl-x2y3z" {
+		t.Errorf("name %q", got)
+	}
+	if keySuffix("u", "k") != keySuffix("u", "k") || keySuffix("u", "k") == keySuffix("v", "k") {
+		t.Error("key suffixes are not per owner and key")
+	}
+	suffix, err := randomSuffix(bytes.NewReader([]byte{1, 2, 3, 4}))
+	if err != nil || !regexp.MustCompile(`^[a-z2-7]{5}$`).MatchString(suffix) {
+		t.Errorf("suffix %q, %v", suffix, err)
+	}
+}
