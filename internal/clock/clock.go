@@ -1,86 +1,62 @@
-// Package clock gives code the current time through an interface, so that
-// grace periods, dormancy, rate limits and TTLs can be tested without sleeping.
+// Package clock gives code the current time, timers and tickers through an
+// interface, so that grace periods, dormancy, rate limits, TTLs and retries
+// can be tested on a fake clock instead of by sleeping.
+//
+// It is shared by both programs. It is not a scheduler: code still decides
+// what to do when a timer fires.
 package clock
 
 import (
-	"sync"
 	"time"
 )
 
 // Clock tells the time and makes timers.
 type Clock interface {
 	Now() time.Time
+	// Since is Now().Sub(t).
+	Since(t time.Time) time.Duration
 	// After waits for the duration to elapse and then sends the current time.
 	After(d time.Duration) <-chan time.Time
+	// NewTimer fires once, after d, unless stopped first.
+	NewTimer(d time.Duration) Timer
+	// NewTicker fires every d until stopped.
+	NewTicker(d time.Duration) Ticker
+}
+
+// Timer is a time.Timer behind an interface.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+	// Reset makes the timer fire after d from now; it reports whether the
+	// timer had been active.
+	Reset(d time.Duration) bool
+}
+
+// Ticker is a time.Ticker behind an interface.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+	Reset(d time.Duration)
 }
 
 // Real is the system clock.
 type Real struct{}
 
 func (Real) Now() time.Time                         { return time.Now() }
+func (Real) Since(t time.Time) time.Duration        { return time.Since(t) }
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (Real) NewTimer(d time.Duration) Timer         { return realTimer{time.NewTimer(d)} }
+func (Real) NewTicker(d time.Duration) Ticker       { return realTicker{time.NewTicker(d)} }
 
-// Fake is a clock that moves only when told to. The zero value starts at the
-// zero time; use NewFake for a realistic start.
-type Fake struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []waiter
-}
+type realTimer struct{ t *time.Timer }
 
-type waiter struct {
-	at time.Time
-	ch chan time.Time
-}
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 
-// NewFake returns a fake clock set to t.
-func NewFake(t time.Time) *Fake { return &Fake{now: t} }
+type realTicker struct{ t *time.Ticker }
 
-func (f *Fake) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *Fake) After(d time.Duration) <-chan time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	at := f.now.Add(d)
-	if d <= 0 {
-		ch <- f.now
-		return ch
-	}
-	f.waiters = append(f.waiters, waiter{at: at, ch: ch})
-	return ch
-}
-
-// Advance moves the clock forward and fires every timer that is now due.
-func (f *Fake) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if !w.at.After(f.now) {
-			w.ch <- f.now
-			continue
-		}
-		kept = append(kept, w)
-	}
-	f.waiters = kept
-}
-
-// Set moves the clock to t (forward or backward) and fires due timers.
-func (f *Fake) Set(t time.Time) {
-	f.mu.Lock()
-	d := t.Sub(f.now)
-	f.mu.Unlock()
-	if d >= 0 {
-		f.Advance(d)
-		return
-	}
-	f.mu.Lock()
-	f.now = t
-	f.mu.Unlock()
-}
+func (r realTicker) C() <-chan time.Time   { return r.t.C }
+func (r realTicker) Stop()                 { r.t.Stop() }
+func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }

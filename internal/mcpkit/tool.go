@@ -1,0 +1,142 @@
+package mcpkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Spec is what a tool says of itself besides its types.
+type Spec struct {
+	Name        string
+	Title       string
+	Description string
+	Annotations *mcp.ToolAnnotations
+	// Types fix the schemas of named types the tool's structs use (Enum).
+	Types []TypeSchema
+	// Shape, when set, adjusts the derived schemas once, before they are
+	// compiled: for what a struct cannot say (exec's two result forms, a
+	// state that is never unknown when read from an instance).
+	Shape func(input, output *jsonschema.Schema) (*jsonschema.Schema, *jsonschema.Schema)
+	// Retired are arguments older releases took, refused by name with the
+	// sentence given, before anything else is checked.
+	Retired map[string]string
+}
+
+// Tool is a tool defined from Go types: its arguments decode into In and
+// its structured result is Out. Both schemas are derived once, when the
+// tool is made; every call's arguments are validated against the input
+// schema, then decoded strictly, then checked by In's Validate method when
+// it has one.
+type Tool[In, Out any] struct {
+	spec   Spec
+	input  *jsonschema.Schema
+	output *jsonschema.Schema
+	check  *Validator
+	result *Validator
+}
+
+// Validating is implemented by argument types that check more than a
+// schema can say (a purpose without control characters, stdin only in the
+// foreground). Its error is returned from Decode as it is.
+type Validating interface{ Validate() error }
+
+// NewTool derives In's and Out's schemas and compiles them.
+func NewTool[In, Out any](spec Spec) *Tool[In, Out] {
+	input, output := SchemaFor[In](spec.Types...), SchemaFor[Out](spec.Types...)
+	if spec.Shape != nil {
+		input, output = spec.Shape(input, output)
+	}
+	return &Tool[In, Out]{spec: spec, input: input, output: output,
+		check: MustCompile(input), result: MustCompile(output)}
+}
+
+// Name is the tool's name.
+func (t *Tool[In, Out]) Name() string { return t.spec.Name }
+
+// Description is the tool's description.
+func (t *Tool[In, Out]) Description() string { return t.spec.Description }
+
+// InputSchema and OutputSchema are the derived schemas; callers must not
+// change them.
+func (t *Tool[In, Out]) InputSchema() *jsonschema.Schema  { return t.input }
+func (t *Tool[In, Out]) OutputSchema() *jsonschema.Schema { return t.output }
+
+// Listing is the tool as tools/list shows it.
+func (t *Tool[In, Out]) Listing() *mcp.Tool {
+	return &mcp.Tool{Name: t.spec.Name, Title: t.spec.Title, Description: t.spec.Description,
+		Annotations: t.spec.Annotations, InputSchema: t.input, OutputSchema: t.output}
+}
+
+// ErrNotObject is returned by Decode for arguments that are not a JSON
+// object: a protocol fault, which a server answers as a JSON-RPC error
+// rather than as a tool result.
+var ErrNotObject = errors.New("tools/call arguments must be a JSON object")
+
+// Decode validates raw arguments and decodes them. Absent or null arguments
+// are the empty object. A failure is ErrNotObject, an *InvalidError naming
+// the argument at fault, or what In's Validate returned.
+func (t *Tool[In, Out]) Decode(raw json.RawMessage) (In, error) {
+	var in In
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		trimmed = []byte("{}")
+	}
+	if trimmed[0] != '{' || !json.Valid(trimmed) {
+		return in, ErrNotObject
+	}
+	var names map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &names); err != nil {
+		return in, ErrNotObject
+	}
+	for name := range names {
+		if why, retired := t.spec.Retired[name]; retired {
+			return in, &InvalidError{Path: name, Message: why}
+		}
+	}
+	if err := t.check.ValidateJSON(trimmed); err != nil {
+		return in, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, &InvalidError{Message: "the arguments cannot be read: " + err.Error(), Err: err}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return in, &InvalidError{Message: "the arguments hold more than one JSON value"}
+	}
+	if v, ok := any(&in).(Validating); ok {
+		if err := v.Validate(); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// DecodeValue is Decode for arguments already decoded into a JSON object.
+func (t *Tool[In, Out]) DecodeValue(args map[string]any) (In, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		var zero In
+		return zero, &InvalidError{Message: "the arguments cannot be encoded: " + err.Error(), Err: err}
+	}
+	return t.Decode(raw)
+}
+
+// CheckResult validates a structured result against the output schema; the
+// tests call it on every result a tool gives.
+func (t *Tool[In, Out]) CheckResult(out any) error {
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("%s: encoding the result: %w", t.spec.Name, err)
+	}
+	if err := t.result.ValidateJSON(raw); err != nil {
+		return fmt.Errorf("%s: the result does not match the outputSchema: %w", t.spec.Name, err)
+	}
+	return nil
+}
