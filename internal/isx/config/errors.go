@@ -1,10 +1,10 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Codes carried by Error.
@@ -27,52 +27,19 @@ const (
 // the file at fault, Line its line (0 when no single line is), Key the
 // setting (like "codex.sandbox-mode"), Message what is wrong and what to do.
 type Error struct {
-	Code    string
-	File    string
-	Line    int
-	Key     string
-	Message string
-	Err     error
+	coded.Base
+	File string
+	Line int
+	Key  string
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			b.WriteString(":")
-			b.WriteString(strconv.Itoa(e.Line))
-		}
-		b.WriteString(": ")
-	}
-	if e.Key != "" {
-		b.WriteString(e.Key)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Message)
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error by code alone.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Code != "" && t.Code == e.Code
-}
-
-// CodeOf returns the code of the first *Error in err's chain, or "".
-func CodeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
+func (e *Error) Error() string { return yamltree.Locate(e.File, e.Line, e.Key, e.Message) }
 
 func invalidf(file string, line int, key, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalid, File: file, Line: line, Key: key, Message: fmt.Sprintf(format, args...)}
+	return &Error{Base: coded.Base{Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}, File: file, Line: line, Key: key}
+}
+
+// unusable is a settings file that cannot be read or written at all.
+func unusable(path, what string, err error) *Error {
+	return &Error{Base: coded.Base{Code: CodeInvalid, Message: what + ": " + err.Error(), Err: err}, File: path}
 }

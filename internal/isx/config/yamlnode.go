@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -26,12 +27,12 @@ func readFile(path string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, &Error{Code: CodeInvalid, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, true, unusable(path, "cannot be read", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, true, &Error{Code: CodeInvalid, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, true, unusable(path, "cannot be read", err)
 	}
 	if len(data) > maxFileSize {
 		return nil, true, invalidf(path, 0, "", "is larger than %d bytes, far more than any settings file needs", maxFileSize)
@@ -50,7 +51,7 @@ func newReader(file string) *nodeReader {
 }
 
 func fromTree(e *yamltree.Error) error {
-	return &Error{Code: CodeInvalid, File: e.File, Line: e.Line, Key: e.Key, Message: e.Message, Err: e.Err}
+	return &Error{Base: coded.Base{Code: CodeInvalid, Message: e.Message, Err: e.Err}, File: e.File, Line: e.Line, Key: e.Key}
 }
 
 // textList returns the items of a list of text; null is an empty list.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -126,7 +127,7 @@ func TestNetworkDevices(t *testing.T) {
 	if devices, _ := networkDevices(NetworkDefault, "x", inherited); devices != nil {
 		t.Errorf("default network changes devices: %v", devices)
 	}
-	if _, err := ParseNetwork("wifi"); CodeOf(err) != CodeInvalid {
+	if _, err := ParseNetwork("wifi"); coded.CodeOf(err) != CodeInvalid {
 		t.Errorf("ParseNetwork(wifi) = %v", err)
 	}
 	if n, err := ParseNetwork(""); n != NetworkDefault || err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
@@ -301,7 +302,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool, err error) error {
 	refusal := asRefusal(err).on(name, "")
 	definite := false
-	switch task.CodeOf(err) {
+	switch coded.CodeOf(err) {
 	case task.CodeInternal:
 		refusal.Code, definite = CodeTaskFailed, true
 		refusal.Message = "the task could not be started in the instance: " + refusal.Message

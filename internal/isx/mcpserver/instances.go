@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
@@ -352,7 +353,7 @@ func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps
 			return name, nil
 		}
 		s.inflight.Delete(name)
-		if instance.CodeOf(err) != instance.CodeExists {
+		if coded.CodeOf(err) != instance.CodeExists {
 			return "", err
 		}
 		if key != "" {

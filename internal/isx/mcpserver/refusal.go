@@ -132,7 +132,7 @@ func asRefusal(err error) *Refusal {
 	}
 	var taskErr *task.Error
 	if errors.As(err, &taskErr) {
-		code := map[task.Code]Code{
+		code := map[string]Code{
 			task.CodeInvalidArgument: CodeInvalidArgument,
 			task.CodeNotFound:        CodeNotFound,
 			task.CodeWrongState:      CodeWrongState,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) taskResult(ctx context.Context, _ *call, args TaskResultArgs) (
 	maxBytes, _ := bounded("max_bytes", args.MaxBytes, 1, maxTaskResultSize, defaultOutput)
 	res, err := task.Result(ctx, s.opts.Client, args.Instance, args.TaskID, int64(maxBytes))
 	if err != nil {
-		if task.CodeOf(err) == task.CodeWrongState {
+		if coded.CodeOf(err) == task.CodeWrongState {
 			s.observe(args.Instance, task.Info{ID: args.TaskID, State: task.StateRunning, Run: 1})
 		}
 		return TaskResultResult{}, "", err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 const fullDefinition = `# a comment that does not matter
@@ -260,20 +262,20 @@ func TestCheckName(t *testing.T) {
 func TestParseFileNamesUnreadableFile(t *testing.T) {
 	missing := t.TempDir() + "/nope.yaml"
 	_, err := ParseFile(missing)
-	if CodeOf(err) != CodeUnreadable || !strings.Contains(err.Error(), missing) {
+	if coded.CodeOf(err) != CodeUnreadable || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestErrorIsMatchesCode(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", &Error{Code: CodeNotApproved, Message: "x"})
-	if !errors.Is(err, &Error{Code: CodeNotApproved}) {
+	err := fmt.Errorf("wrapped: %w", &Error{Base: coded.Base{Code: CodeNotApproved, Message: "x"}})
+	if !errors.Is(err, &Error{Base: coded.Base{Code: CodeNotApproved}}) {
 		t.Error("errors.Is by code failed")
 	}
-	if errors.Is(err, &Error{Code: CodeNotFound}) {
+	if errors.Is(err, &Error{Base: coded.Base{Code: CodeNotFound}}) {
 		t.Error("errors.Is matched another code")
 	}
-	if CodeOf(err) != CodeNotApproved || CodeOf(errors.New("plain")) != "" || CodeOf(nil) != "" {
+	if coded.CodeOf(err) != CodeNotApproved || coded.CodeOf(errors.New("plain")) != "" || coded.CodeOf(nil) != "" {
 		t.Error("CodeOf")
 	}
 }
@@ -307,7 +309,7 @@ func TestParsePathsInsideTheInstance(t *testing.T) {
 		"name: t\nimage: \"/a\\tb.tar\"\n",
 		"name: t\nimage: x\ntools:\n  - name: claude\n    repos: [\"https://\"]\n",
 	} {
-		if _, err := Parse([]byte(bad), "/t.yaml"); CodeOf(err) != CodeInvalid {
+		if _, err := Parse([]byte(bad), "/t.yaml"); coded.CodeOf(err) != CodeInvalid {
 			t.Errorf("accepted or wrong error (%v):\n%s", err, bad)
 		}
 	}
@@ -315,7 +317,7 @@ func TestParsePathsInsideTheInstance(t *testing.T) {
 
 func TestBuiltinDefinitionCannotUseRelativeImage(t *testing.T) {
 	_, err := parse([]byte("name: t\nimage: ./x.tar.gz\n"), builtinPath("t.yaml"), "")
-	if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "built-in") {
+	if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "built-in") {
 		t.Fatalf("got %v", err)
 	}
 }

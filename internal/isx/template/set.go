@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Set is every definition that won its name, with what it shadowed. It is
@@ -32,8 +34,7 @@ func NewSet(defs ...*Definition) (*Set, error) {
 			s.byName[d.Name] = d
 			s.shadow(existing, d)
 		default:
-			return nil, &Error{Code: CodeDuplicate, File: d.Source.Path, Field: "name",
-				Message: fmt.Sprintf("%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
+			return nil, &Error{Base: coded.Base{Code: CodeDuplicate, Message: fmt.Sprintf("%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}, File: d.Source.Path, Field: "name"}
 		}
 	}
 	return s, nil
@@ -85,8 +86,7 @@ func (s *Set) Definitions() []*Definition {
 func (s *Set) Get(name string) (*Definition, error) {
 	d, ok := s.byName[name]
 	if !ok {
-		return nil, &Error{Code: CodeNotFound, Field: "name",
-			Message: fmt.Sprintf("no template named %q is defined; `isx list` shows the templates there are", name)}
+		return nil, &Error{Base: coded.Base{Code: CodeNotFound, Message: fmt.Sprintf("no template named %q is defined; `isx list` shows the templates there are", name)}, Field: "name"}
 	}
 	return d, nil
 }
@@ -116,14 +116,13 @@ func (s *Set) Chain(name string) ([]*Definition, error) {
 			if cur != d {
 				msg += fmt.Sprintf(" (%s builds on %s)", d.Name, cur.Name)
 			}
-			return nil, &Error{Code: CodeMissingParent, File: cur.Source.Path, Line: cur.parentLine, Field: "parent", Message: msg}
+			return nil, &Error{Base: coded.Base{Code: CodeMissingParent, Message: msg}, File: cur.Source.Path, Line: cur.parentLine, Field: "parent"}
 		}
 		cur = parent
 	}
 	root := chain[len(chain)-1]
 	if root.Image == "" {
-		return nil, &Error{Code: CodeNoRootImage, File: root.Source.Path, Field: "image",
-			Message: fmt.Sprintf("template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}
+		return nil, &Error{Base: coded.Base{Code: CodeNoRootImage, Message: fmt.Sprintf("template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}, File: root.Source.Path, Field: "image"}
 	}
 	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
 		chain[i], chain[j] = chain[j], chain[i]
@@ -138,8 +137,7 @@ func (s *Set) cycle(loop []*Definition, back *Definition) error {
 	}
 	names = append(names, back.Name)
 	last := loop[len(loop)-1]
-	return &Error{Code: CodeCycle, File: last.Source.Path, Line: last.parentLine, Field: "parent",
-		Message: fmt.Sprintf("parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}
+	return &Error{Base: coded.Base{Code: CodeCycle, Message: fmt.Sprintf("parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}, File: last.Source.Path, Line: last.parentLine, Field: "parent"}
 }
 
 // ChainHash is the hex sha256 over the hashes of name's whole chain, so a
@@ -178,12 +176,10 @@ func (s *Set) Approvable(name string) error {
 		return err
 	}
 	if d.ProjectLocal() {
-		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
-			Message: fmt.Sprintf("template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}
+		return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}, File: d.Source.Path, Field: "name"}
 	}
 	if !d.trusted() {
-		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
-			Message: fmt.Sprintf("template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}
+		return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}, File: d.Source.Path, Field: "name"}
 	}
 	chain, err := s.Chain(name)
 	if err != nil {
@@ -191,8 +187,7 @@ func (s *Set) Approvable(name string) error {
 	}
 	for _, c := range chain {
 		if !c.trusted() {
-			return &Error{Code: CodeNotApproved, File: c.Source.Path, Field: "parent",
-				Message: fmt.Sprintf("template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}
+			return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}, File: c.Source.Path, Field: "parent"}
 		}
 	}
 	return nil
