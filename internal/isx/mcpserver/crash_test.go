@@ -51,7 +51,7 @@ func TestCrashReplay(t *testing.T) {
 	})
 	a.kill()
 	<-pending
-	if state := e.instanceConfig(reserved)[keyState]; state != stateCreating {
+	if state := e.instanceConfig(reserved)[instance.KeyMCPState]; state != stateCreating {
 		t.Logf("the kill came after the instance was ready (state %q); the repeat must replay all the same", state)
 	}
 
@@ -65,7 +65,7 @@ func TestCrashReplay(t *testing.T) {
 		t.Fatalf("instances after the repeat: %v", names)
 	}
 	cfg := e.instanceConfig(reserved)
-	if cfg[keyState] != "" || cfg[instance.KeyMCPSession] != b.sessionID() || cfg[instance.KeyMCPOrphaned] != "" {
+	if cfg[instance.KeyMCPState] != "" || cfg[instance.KeyMCPSession] != b.sessionID() || cfg[instance.KeyMCPOrphaned] != "" {
 		t.Errorf("after the repeat the stamps are %v", cfg)
 	}
 	b.ok("exec", map[string]any{"instance": reserved, "command": "true"}, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -264,7 +265,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 			// The key is reserved on the instance before the task is made,
 			// so a repeat after a crash in between finds it.
 			if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-				return map[string]string{keyTaskKeys: withWord(v.inst.Config[keyTaskKeys], key)}, nil
+				return map[string]string{instance.KeyMCPTaskKeys: withWord(v.stamps.MCP.TaskKeys, key)}, nil
 			}); err != nil {
 				release()
 				return ExecResult{}, "", err
@@ -282,7 +283,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 	info := started.Status
 	if info.State == task.StateRunning {
 		if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{keyRunning: withWord(v.inst.Config[keyRunning], info.ID)}, nil
+			return map[string]string{instance.KeyMCPRunning: withWord(v.stamps.MCP.Running, info.ID)}, nil
 		}); err != nil {
 			s.warnf("recording running task %s of %s: %v", info.ID, name, err)
 		}
@@ -311,7 +312,7 @@ func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool,
 	}
 	if definite && key != "" && !repeat {
 		if _, clearErr := s.update(context.WithoutCancel(ctx), name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{keyTaskKeys: withoutWords(v.inst.Config[keyTaskKeys], key)}, nil
+			return map[string]string{instance.KeyMCPTaskKeys: withoutWords(v.stamps.MCP.TaskKeys, key)}, nil
 		}); clearErr != nil {
 			s.warnf("freeing idempotency key %q on %s: %v", key, name, clearErr)
 		}
@@ -382,7 +383,7 @@ func (s *Server) refreshRunning(ctx context.Context, views []mcpView) ([]mcpView
 			if len(gone) == 0 {
 				return nil, nil
 			}
-			return map[string]string{keyRunning: withoutWords(v.inst.Config[keyRunning], gone...)}, nil
+			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, gone...)}, nil
 		})
 		if err != nil {
 			return nil, err
@@ -402,7 +403,7 @@ func (s *Server) noLongerRunning(ctx context.Context, name, taskID string) {
 			if !slices.Contains(v.running, taskID) {
 				return nil, nil
 			}
-			return map[string]string{keyRunning: withoutWords(v.inst.Config[keyRunning], taskID)}, nil
+			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, taskID)}, nil
 		})
 		if err != nil && !errors.Is(err, incus.ErrNotFound) {
 			s.warnf("updating the running tasks of %s: %v", name, err)

@@ -164,7 +164,7 @@ func (s *Server) takeOver(ctx context.Context, name string, fromLive bool) (mcpV
 			instance.KeyMCPDormant:  "",
 		}
 		if v.state == stateDestroying || v.state == stateStopping {
-			changes[keyState] = "" // a dead session's unfinished mark
+			changes[instance.KeyMCPState] = "" // a dead session's unfinished mark
 		}
 		err := patch(ctx, s.opts.Client, name, etag, changes)
 		if errors.Is(err, incus.ErrConflict) {
@@ -205,7 +205,7 @@ func markAndAct(ctx context.Context, c *incus.Client, session, name, mark string
 		if refusal := allow(v); refusal != nil {
 			return refusal
 		}
-		err = patch(ctx, c, name, etag, map[string]string{keyState: value})
+		err = patch(ctx, c, name, etag, map[string]string{instance.KeyMCPState: value})
 		if errors.Is(err, incus.ErrConflict) {
 			continue
 		}
@@ -216,7 +216,7 @@ func markAndAct(ctx context.Context, c *incus.Client, session, name, mark string
 		if err != nil {
 			return err
 		}
-		if again.Config[keyState] != value {
+		if again.Config[instance.KeyMCPState] != value {
 			continue
 		}
 		return act()

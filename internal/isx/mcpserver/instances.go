@@ -162,7 +162,7 @@ func (a *CreateInstanceArgs) validate() *Refusal {
 	return checkKey(a.IdempotencyKey)
 }
 
-// source is what the instance copies, as stamped in keySource.
+// source is what the instance copies, as stamped in instance.KeyMCPSource.
 func (a *CreateInstanceArgs) source() string {
 	if a.FromInstance != "" {
 		return "instance:" + a.FromInstance
@@ -222,8 +222,8 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 		Session: s.opts.Session, Owner: s.opts.Owner, Purpose: args.Purpose,
 		Caller: callerOf(c.session), IdempotencyKey: key,
 	}.Config()
-	stamps[keyState] = stateCreating
-	stamps[keySource] = args.source()
+	stamps[instance.KeyMCPState] = stateCreating
+	stamps[instance.KeyMCPSource] = args.source()
 	name, err := s.branch(ctx, from, tpl, hint, key, stamps)
 	if err != nil {
 		var replay *replayInstead
@@ -408,7 +408,7 @@ func (s *Server) replayCreate(ctx context.Context, v mcpView, args CreateInstanc
 	if v.stamps.MCP.Kept != "" {
 		return CreateInstanceResult{}, "", refusef(CodeWrongState, "idempotency key %q made instance %s, which was kept for the user with keep_instance; look it up with list_instances instead of retrying", key, name).on(name, "")
 	}
-	if was := v.inst.Config[keySource]; was != args.source() {
+	if was := v.stamps.MCP.Source; was != args.source() {
 		return CreateInstanceResult{}, "", refusef(CodeInvalidArgument, "idempotency key %q made instance %s from %s, not from %s; a repeat must ask for the same thing, so use another key for something else",
 			key, name, strings.Replace(was, ":", " ", 1), strings.Replace(args.source(), ":", " ", 1)).on(name, "")
 	}
@@ -428,7 +428,7 @@ func (s *Server) replayCreate(ctx context.Context, v mcpView, args CreateInstanc
 		s.adoptTasks(ctx, v)
 	}
 	if v.creating() {
-		if err := s.finishCreating(ctx, name, strings.HasPrefix(v.inst.Config[keySource], "instance:")); err != nil {
+		if err := s.finishCreating(ctx, name, strings.HasPrefix(v.stamps.MCP.Source, "instance:")); err != nil {
 			return CreateInstanceResult{}, "", notFinished(name, key, err)
 		}
 		inst, _, err := s.opts.Client.GetInstance(ctx, name)
@@ -486,7 +486,7 @@ func (s *Server) finishCreating(ctx context.Context, name string, fork bool) err
 		if !v.creating() {
 			return nil, nil
 		}
-		return map[string]string{keyState: "", keyRunning: "", keyTaskKeys: ""}, nil
+		return map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: "", instance.KeyMCPTaskKeys: ""}, nil
 	})
 	return err
 }
@@ -700,7 +700,7 @@ func (s *Server) stopInstance(ctx context.Context, _ *call, args StopInstanceArg
 		if v.state != stateStopping {
 			return nil, nil
 		}
-		return map[string]string{keyState: "", keyRunning: ""}, nil
+		return map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: ""}, nil
 	}); clearErr != nil {
 		err = errors.Join(err, clearErr)
 	}

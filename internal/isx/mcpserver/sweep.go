@@ -176,7 +176,7 @@ func (sw *sweeper) stopDormant(ctx context.Context, name string) error {
 	if errors.As(err, &refusal) {
 		return sw.leave(name, refusal.Message)
 	}
-	stamp := map[string]string{keyState: "", keyRunning: ""}
+	stamp := map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: ""}
 	if err == nil {
 		stamp[instance.KeyMCPDormant] = formatTime(sw.opts.Clock.Now())
 	}
