@@ -10,6 +10,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // ListTemplatesArgs: list_templates takes no arguments.
@@ -52,6 +53,15 @@ type DelegateAgent struct {
 	SupportsModelPreflight bool   `json:"supports_model_preflight" jsonschema:"whether a chosen model is checked against the account before launch (Claude only)"`
 	PermissionMode         string `json:"permission_mode,omitempty" jsonschema:"Claude's permission mode or Codex's sandbox mode from mcp.yaml; absent when mcp.yaml must first name a Codex sandbox mode for this template"`
 	ApprovalPolicy         string `json:"approval_policy,omitempty" jsonschema:"Codex's approval policy: always never"`
+}
+
+var listTemplatesTool = newTool[ListTemplatesArgs, ListTemplatesResult](mcpkit.Spec{
+	Name: "list_templates", Annotations: readOnly(),
+	Description: "List the templates the user approved for agents in mcp.yaml, whether each is usable (approved, trusted, built), its agent tools and delegate agents, and the limits max_instances, max_concurrent_tasks and orphan_grace_hours.",
+})
+
+func (s *Server) addTemplateTools() {
+	addTool(s, listTemplatesTool, s.listTemplates)
 }
 
 func (s *Server) listTemplates(ctx context.Context, c *call, _ ListTemplatesArgs) (ListTemplatesResult, string, error) {
