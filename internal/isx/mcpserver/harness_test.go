@@ -511,18 +511,6 @@ func (s *session) noteMalformed(problem string) {
 	s.malformed = append(s.malformed, problem)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // execIn runs a command in an instance as root, for checks and set-up.
 func (e *env) execIn(name string, command string) string {
 	e.t.Helper()
