@@ -59,18 +59,18 @@ func isxBinary(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	shared.mu.Lock()
-	if shared.project != "" {
-		if err := incustest.RemoveProject(incustest.Client(), shared.project); err != nil {
-			fmt.Fprintf(os.Stderr, "removing %s: %v\n", shared.project, err)
+	incustest.Main(m, func() {
+		shared.mu.Lock()
+		if shared.project != "" {
+			if err := incustest.RemoveProject(incustest.Client(), shared.project); err != nil {
+				fmt.Fprintf(os.Stderr, "removing %s: %v\n", shared.project, err)
+			}
 		}
-	}
-	shared.mu.Unlock()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
-	os.Exit(code)
+		shared.mu.Unlock()
+		if binary.dir != "" {
+			os.RemoveAll(binary.dir)
+		}
+	})
 }
 
 func goTool() string {
