@@ -101,7 +101,7 @@ func (b *Builder) Plan(ctx context.Context, req Request) ([]string, error) {
 		}
 		chains = append(chains, chain)
 	}
-	built, err := b.templateInstances(ctx)
+	built, err := b.Client.InstancesByName(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +131,6 @@ func (b *Builder) Plan(ctx context.Context, req Request) ([]string, error) {
 		}
 	}
 	return plan, nil
-}
-
-// templateInstances maps each instance name of the project to the
-// instance, in one request.
-func (b *Builder) templateInstances(ctx context.Context) (map[string]*incus.Instance, error) {
-	instances, err := b.Client.Instances(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*incus.Instance, len(instances))
-	for i := range instances {
-		out[instances[i].Name] = &instances[i]
-	}
-	return out, nil
 }
 
 // Build builds what Plan lists, in order, and stops at the first failure.

@@ -188,26 +188,6 @@ func (j *job) mergedEnv() map[string]string {
 	return env
 }
 
-// mergedTools are the chain's agent tools: a child's entry for a tool
-// replaces its parent's.
-func (j *job) mergedTools() []template.Tool {
-	var tools []template.Tool
-	for _, d := range j.chain {
-		for _, t := range d.Tools {
-			replaced := false
-			for i := range tools {
-				if tools[i].Name == t.Name {
-					tools[i], replaced = t, true
-				}
-			}
-			if !replaced {
-				tools = append(tools, t)
-			}
-		}
-	}
-	return tools
-}
-
 // description is the template instance's Incus description.
 func (j *job) description() string {
 	if j.def.Description != "" {

@@ -251,7 +251,7 @@ func (j *job) stamp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tools, err := instance.EncodeTools(instance.ToolsOf(j.mergedTools()))
+	tools, err := instance.EncodeTools(instance.ToolsOf(template.MergeTools(j.chain)))
 	if err != nil {
 		return err
 	}

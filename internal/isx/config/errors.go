@@ -1,9 +1,6 @@
 package config
 
 import (
-	"fmt"
-
-	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -23,23 +20,16 @@ const (
 	CodeSandboxModeRequired = "sandbox_mode_required"
 )
 
-// Error is every failure this package reports. File is the full path of
-// the file at fault, Line its line (0 when no single line is), Key the
-// setting (like "codex.sandbox-mode"), Message what is wrong and what to do.
-type Error struct {
-	coded.Base
-	File string
-	Line int
-	Key  string
-}
-
-func (e *Error) Error() string { return yamltree.Locate(e.File, e.Line, e.Key, e.Message) }
+// Error is every failure this package reports: where (File is the full
+// path of the file at fault, Line its line or 0, Key the setting, like
+// "codex.sandbox-mode") and what is wrong and what to do.
+type Error struct{ yamltree.Located }
 
 func invalidf(file string, line int, key, format string, args ...any) *Error {
-	return &Error{Base: coded.Base{Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}, File: file, Line: line, Key: key}
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: file, Line: line, Key: key}, nil, format, args...)}
 }
 
 // unusable is a settings file that cannot be read or written at all.
 func unusable(path, what string, err error) *Error {
-	return &Error{Base: coded.Base{Code: CodeInvalid, Message: what + ": " + err.Error(), Err: err}, File: path}
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: path}, err, "%s: %v", what, err)}
 }

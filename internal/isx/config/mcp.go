@@ -7,7 +7,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
@@ -138,8 +137,8 @@ func (m *MCP) CodexSandboxMode(template string) (string, error) {
 	if _, own := m.DelegatePermissionModes[template]; !own && m.Codex.SandboxModeSet {
 		return m.Codex.SandboxMode, nil
 	}
-	return "", &Error{File: m.Path, Key: "codex.sandbox-modes", Base: coded.Base{Code: CodeSandboxModeRequired, Message: fmt.Sprintf("Claude runs template %s with permission mode %s, so Codex needs a sandbox mode of its own for it; add `%s: read-only` (or workspace-write) under codex: sandbox-modes:",
-		template, m.ClaudePermissionMode(template), template)}}
+	return "", &Error{yamltree.Problem(CodeSandboxModeRequired, yamltree.Place{File: m.Path, Key: "codex.sandbox-modes"}, nil, "Claude runs template %s with permission mode %s, so Codex needs a sandbox mode of its own for it; add `%s: read-only` (or workspace-write) under codex: sandbox-modes:",
+		template, m.ClaudePermissionMode(template), template)}
 }
 
 // LoadMCP reads mcp.yaml. It never writes it, and reads it whole each

@@ -691,7 +691,7 @@ func TestErrorMatchesCodeAndUnwraps(t *testing.T) {
 	}
 	_, err := LoadMCP(home)
 	wrapped := fmt.Errorf("isx mcp: %w", err)
-	if !errors.Is(wrapped, &Error{Base: coded.Base{Code: CodeInvalid}}) || errors.Is(wrapped, &Error{Base: coded.Base{Code: CodeOldMCPSection}}) {
+	if !errors.Is(wrapped, &coded.Error{Code: CodeInvalid}) || errors.Is(wrapped, &coded.Error{Code: CodeOldMCPSection}) {
 		t.Error("errors.Is by code")
 	}
 	if !errors.Is(wrapped, syscall.EISDIR) {

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Decision is what isx mcp and isx init do about the retired `mcp:`
@@ -58,7 +58,7 @@ func (r MCPReport) Err() error {
 	if r.Decision != DecisionRefuse {
 		return nil
 	}
-	return &Error{Base: coded.Base{Code: CodeOldMCPSection, Message: r.Message()}, File: r.ConfigPath, Line: r.OldSectionLine, Key: "mcp"}
+	return &Error{yamltree.Problem(CodeOldMCPSection, yamltree.Place{File: r.ConfigPath, Line: r.OldSectionLine, Key: "mcp"}, nil, "%s", r.Message())}
 }
 
 // MCPStatus looks for the retired `mcp:` section in config.yaml and for

@@ -12,7 +12,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -51,7 +50,8 @@ func newReader(file string) *nodeReader {
 }
 
 func fromTree(e *yamltree.Error) error {
-	return &Error{Base: coded.Base{Code: CodeInvalid, Message: e.Message, Err: e.Err}, File: e.File, Line: e.Line, Key: e.Key}
+	e.Code = CodeInvalid
+	return &Error{*e}
 }
 
 // textList returns the items of a list of text; null is an empty list.

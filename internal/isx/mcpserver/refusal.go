@@ -113,57 +113,67 @@ func (r *Refusal) result() *mcp.CallToolResult {
 	return refusalStyle.Result(mcpkit.ToolError{Code: r.Code, Message: r.Base.Error(), Facts: facts})
 }
 
+// taskCodes and instanceCodes are the refusal codes of the task and
+// instance packages' codes; any other is CodeInternal.
+var (
+	taskCodes = map[string]Code{
+		task.CodeInvalidArgument: CodeInvalidArgument,
+		task.CodeNotFound:        CodeNotFound,
+		task.CodeWrongState:      CodeWrongState,
+		task.CodeBusy:            CodeBusy,
+		task.CodeUnavailable:     CodeUnavailable,
+	}
+	instanceCodes = map[string]Code{
+		instance.CodeInvalid:  CodeInvalidArgument,
+		instance.CodeNotFound: CodeNotFound,
+		instance.CodeExists:   CodeBusy,
+		instance.CodeNotBuilt: CodeNotApproved,
+		// Incus could not make or start the copy, and nothing of it is
+		// left: a retry may well succeed.
+		instance.CodeBranchFailed: CodeUnavailable,
+	}
+)
+
+func codeFrom(codes map[string]Code, code string) Code {
+	if refusal, ok := codes[code]; ok {
+		return refusal
+	}
+	return CodeInternal
+}
+
 // asRefusal turns any failure into a refusal with the code a program can
 // branch on.
 func asRefusal(err error) *Refusal {
-	var r *Refusal
-	if errors.As(err, &r) {
+	var (
+		r       *Refusal
+		taskErr *task.Error
+		cfgErr  *config.Error
+		tplErr  *template.Error
+		instErr *instance.Error
+	)
+	switch {
+	case errors.As(err, &r):
 		return r
-	}
-	var taskErr *task.Error
-	if errors.As(err, &taskErr) {
-		code := map[string]Code{
-			task.CodeInvalidArgument: CodeInvalidArgument,
-			task.CodeNotFound:        CodeNotFound,
-			task.CodeWrongState:      CodeWrongState,
-			task.CodeBusy:            CodeBusy,
-			task.CodeUnavailable:     CodeUnavailable,
-		}[taskErr.Code]
-		if code == "" {
-			code = CodeInternal
-		}
-		return refuseWith(code, taskErr.Err, "%s", taskErr.Message).on(taskErr.Instance, taskErr.TaskID)
-	}
-	var cfgErr *config.Error
-	if errors.As(err, &cfgErr) {
+	case errors.As(err, &taskErr):
+		return refuseWith(codeFrom(taskCodes, taskErr.Code), taskErr.Err, "%s", taskErr.Message).on(taskErr.Instance, taskErr.TaskID)
+	case errors.As(err, &cfgErr):
 		return refusef(CodeRefused, "%s", cfgErr.Error())
-	}
-	var tplErr *template.Error
-	if errors.As(err, &tplErr) {
-		if tplErr.Code == template.CodeNotApproved {
-			return refusef(CodeNotApproved, "%s", tplErr.Message)
-		}
+	case errors.As(err, &tplErr) && tplErr.Code == template.CodeNotApproved:
+		return refusef(CodeNotApproved, "%s", tplErr.Message)
+	case tplErr != nil:
 		return refusef(CodeRefused, "the template definitions cannot be read, so isx cannot tell which templates may be used; the user must fix: %s", tplErr.Error())
-	}
-	var instErr *instance.Error
-	if errors.As(err, &instErr) {
-		code := map[string]Code{
-			instance.CodeInvalid:  CodeInvalidArgument,
-			instance.CodeNotFound: CodeNotFound,
-			instance.CodeExists:   CodeBusy,
-			instance.CodeNotBuilt: CodeNotApproved,
-			// Incus could not make or start the copy, and nothing of it
-			// is left: a retry may well succeed.
-			instance.CodeBranchFailed: CodeUnavailable,
-		}[instErr.Code]
-		if code == "" {
-			code = CodeInternal
-		}
+	case errors.As(err, &instErr):
+		code := codeFrom(instanceCodes, instErr.Code)
 		if errors.Is(instErr.Err, incus.ErrUnavailable) {
 			code = CodeUnavailable
 		}
 		return refuseWith(code, instErr.Err, "%s", instErr.Message).on(instErr.Instance, "")
 	}
+	return incusRefusal(err)
+}
+
+// incusRefusal is a failure Incus reported, or one isx did not expect.
+func incusRefusal(err error) *Refusal {
 	switch {
 	case instanceBusy(err):
 		return refuseWith(CodeBusy, err, "Incus is running another operation on the instance; retry shortly")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -241,14 +242,7 @@ func (s *Server) Decode(tool string, raw json.RawMessage) error {
 }
 
 // ToolNames lists the tools, sorted.
-func (s *Server) ToolNames() []string {
-	names := make([]string, 0, len(s.tools))
-	for name := range s.tools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
+func (s *Server) ToolNames() []string { return slices.Sorted(maps.Keys(s.tools)) }
 
 // notAnObject is the protocol fault of arguments that are not a JSON
 // object: a JSON-RPC error, not a tool result.

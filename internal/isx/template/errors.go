@@ -1,9 +1,6 @@
 package template
 
 import (
-	"fmt"
-
-	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -31,27 +28,18 @@ const (
 	CodeBadOptions = "invalid_options"
 )
 
-// Error is every failure this package reports. File and Line locate the
-// problem (Line is 0 when no single line is at fault), Field names the
-// setting in the definition (like "run[2].user"), Message says what is
-// wrong and how to fix it, and Err is the underlying cause, when there is
-// one (an I/O error, say). It matches another coded error by code alone,
-// so that errors.Is(err, &coded.Error{Code: template.CodeNotApproved})
-// works.
-type Error struct {
-	coded.Base
-	File  string
-	Line  int
-	Field string
-}
+// Error is every failure this package reports: where (Key names the
+// setting in the definition, like "run[2].user"), what is wrong and how to
+// fix it, and the underlying cause, when there is one (an I/O error, say).
+// It matches another coded error by code alone, so that
+// errors.Is(err, &coded.Error{Code: template.CodeNotApproved}) works.
+type Error struct{ yamltree.Located }
 
-func (e *Error) Error() string { return yamltree.Locate(e.File, e.Line, e.Field, e.Message) }
-
-func invalidf(file string, line int, field, format string, args ...any) *Error {
-	return &Error{Base: coded.Base{Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}, File: file, Line: line, Field: field}
+func invalidf(file string, line int, key, format string, args ...any) *Error {
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: file, Line: line, Key: key}, nil, format, args...)}
 }
 
 // unreadable is a file or directory that cannot be read at all.
 func unreadable(path, what string, err error) *Error {
-	return &Error{Base: coded.Base{Code: CodeUnreadable, Message: what + ": " + err.Error(), Err: err}, File: path}
+	return &Error{yamltree.Problem(CodeUnreadable, yamltree.Place{File: path}, err, "%s: %v", what, err)}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // errNotDir is what stat says when a parent of .incus-spawn is a file.
@@ -136,7 +136,7 @@ func loadProject(workDir string) ([]*Definition, error) {
 
 func (o Options) check() error {
 	bad := func(field, msg string) error {
-		return &Error{Base: coded.Base{Code: CodeBadOptions, Message: msg}, Field: field}
+		return &Error{yamltree.Problem(CodeBadOptions, yamltree.Place{Key: field}, nil, "%s", msg)}
 	}
 	if o.Home == "" || !filepath.IsAbs(o.Home) {
 		return bad("Home", fmt.Sprintf("home directory %q must be an absolute path", o.Home))
@@ -186,7 +186,7 @@ func loadSource(kind SourceKind, dirs ...string) ([]*Definition, error) {
 		}
 		for _, d := range found {
 			if first, dup := byName[d.Name]; dup {
-				return nil, &Error{Base: coded.Base{Code: CodeDuplicate, Message: fmt.Sprintf("%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", d.Name, first.Source.Path)}, File: d.Source.Path, Field: "name"}
+				return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", d.Name, first.Source.Path)}
 			}
 			byName[d.Name] = d
 			out = append(out, d)

@@ -466,7 +466,7 @@ func TestApprovable(t *testing.T) {
 	if coded.CodeOf(err) != CodeNotApproved || !strings.Contains(err.Error(), localBase) || !strings.Contains(err.Error(), "tpl-local-base") {
 		t.Errorf("trusted on project-local parent: %v", err)
 	}
-	if !errors.Is(err, &Error{Base: coded.Base{Code: CodeNotApproved}}) {
+	if !errors.Is(err, &coded.Error{Code: CodeNotApproved}) {
 		t.Error("errors.Is by code")
 	}
 	if err := set.Approvable("tpl-none"); coded.CodeOf(err) != CodeNotFound {

@@ -15,7 +15,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -108,7 +107,7 @@ func readLimited(path string) ([]byte, error) {
 		return nil, unreadable(path, "cannot be read", err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, &Error{Base: coded.Base{Code: CodeInvalid, Message: fmt.Sprintf("is larger than %d bytes; a template definition should be far smaller", MaxFileSize)}, File: path}
+		return nil, &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: path}, nil, "is larger than %d bytes; a template definition should be far smaller", MaxFileSize)}
 	}
 	return data, nil
 }
@@ -184,7 +183,7 @@ func (r *definitionReader) definition(root *yaml.Node) (*Definition, error) {
 	case d.Parent == "" && d.Image == "":
 		return nil, invalidf(r.File, root.Line, "image", "is missing; give either `image` (an Incus image alias like isx/debian-12, or a local image tarball) or `parent` (another template's name)")
 	case d.Parent == d.Name:
-		return nil, &Error{Base: coded.Base{Code: CodeCycle, Message: fmt.Sprintf("is %q, the template itself; name a different template or use `image`", d.Parent)}, File: r.File, Line: parentNode.Line, Field: "parent"}
+		return nil, &Error{yamltree.Problem(CodeCycle, yamltree.Place{File: r.File, Line: parentNode.Line, Key: "parent"}, nil, "is %q, the template itself; name a different template or use `image`", d.Parent)}
 	}
 	return d, nil
 }

@@ -2,10 +2,11 @@ package template
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
-	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Set is every definition that won its name, with what it shadowed. It is
@@ -34,7 +35,7 @@ func NewSet(defs ...*Definition) (*Set, error) {
 			s.byName[d.Name] = d
 			s.shadow(existing, d)
 		default:
-			return nil, &Error{Base: coded.Base{Code: CodeDuplicate, Message: fmt.Sprintf("%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}, File: d.Source.Path, Field: "name"}
+			return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
 		}
 	}
 	return s, nil
@@ -64,14 +65,7 @@ func (s *Set) Warnings() []Warning { return append([]Warning(nil), s.warnings...
 func (s *Set) Shadowed() []*Definition { return append([]*Definition(nil), s.shadowed...) }
 
 // Names lists the templates in the set, sorted.
-func (s *Set) Names() []string {
-	names := make([]string, 0, len(s.byName))
-	for name := range s.byName {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func (s *Set) Names() []string { return slices.Sorted(maps.Keys(s.byName)) }
 
 // Definitions lists the winning definitions, sorted by name.
 func (s *Set) Definitions() []*Definition {
@@ -86,7 +80,7 @@ func (s *Set) Definitions() []*Definition {
 func (s *Set) Get(name string) (*Definition, error) {
 	d, ok := s.byName[name]
 	if !ok {
-		return nil, &Error{Base: coded.Base{Code: CodeNotFound, Message: fmt.Sprintf("no template named %q is defined; `isx list` shows the templates there are", name)}, Field: "name"}
+		return nil, &Error{yamltree.Problem(CodeNotFound, yamltree.Place{Key: "name"}, nil, "no template named %q is defined; `isx list` shows the templates there are", name)}
 	}
 	return d, nil
 }
@@ -116,13 +110,13 @@ func (s *Set) Chain(name string) ([]*Definition, error) {
 			if cur != d {
 				msg += fmt.Sprintf(" (%s builds on %s)", d.Name, cur.Name)
 			}
-			return nil, &Error{Base: coded.Base{Code: CodeMissingParent, Message: msg}, File: cur.Source.Path, Line: cur.parentLine, Field: "parent"}
+			return nil, &Error{yamltree.Problem(CodeMissingParent, yamltree.Place{File: cur.Source.Path, Line: cur.parentLine, Key: "parent"}, nil, "%s", msg)}
 		}
 		cur = parent
 	}
 	root := chain[len(chain)-1]
 	if root.Image == "" {
-		return nil, &Error{Base: coded.Base{Code: CodeNoRootImage, Message: fmt.Sprintf("template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}, File: root.Source.Path, Field: "image"}
+		return nil, &Error{yamltree.Problem(CodeNoRootImage, yamltree.Place{File: root.Source.Path, Key: "image"}, nil, "template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}
 	}
 	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
 		chain[i], chain[j] = chain[j], chain[i]
@@ -137,7 +131,7 @@ func (s *Set) cycle(loop []*Definition, back *Definition) error {
 	}
 	names = append(names, back.Name)
 	last := loop[len(loop)-1]
-	return &Error{Base: coded.Base{Code: CodeCycle, Message: fmt.Sprintf("parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}, File: last.Source.Path, Line: last.parentLine, Field: "parent"}
+	return &Error{yamltree.Problem(CodeCycle, yamltree.Place{File: last.Source.Path, Line: last.parentLine, Key: "parent"}, nil, "parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}
 }
 
 // ChainHash is the hex sha256 over the hashes of name's whole chain, so a
@@ -176,10 +170,10 @@ func (s *Set) Approvable(name string) error {
 		return err
 	}
 	if d.ProjectLocal() {
-		return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}, File: d.Source.Path, Field: "name"}
+		return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}
 	}
 	if !d.trusted() {
-		return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}, File: d.Source.Path, Field: "name"}
+		return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}
 	}
 	chain, err := s.Chain(name)
 	if err != nil {
@@ -187,7 +181,7 @@ func (s *Set) Approvable(name string) error {
 	}
 	for _, c := range chain {
 		if !c.trusted() {
-			return &Error{Base: coded.Base{Code: CodeNotApproved, Message: fmt.Sprintf("template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}, File: c.Source.Path, Field: "parent"}
+			return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: c.Source.Path, Key: "parent"}, nil, "template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}
 		}
 	}
 	return nil

@@ -83,7 +83,7 @@ func (r *Reader) syntaxError(err error) error {
 		// A scanner error on the first line comes without a line number.
 		line = 1
 	}
-	return r.wrap(&Error{Base: coded.Base{Message: "is not valid YAML: " + msg, Err: err}, File: r.File, Line: line})
+	return r.wrap(&Error{Base: coded.Base{Message: "is not valid YAML: " + msg, Err: err}, Place: Place{File: r.File, Line: line}})
 }
 
 // parserProblems are the messages of yaml.v3's parser (not its scanner).

@@ -271,10 +271,10 @@ func TestErrorText(t *testing.T) {
 		e    yamltree.Error
 		want string
 	}{
-		{yamltree.Error{Base: coded.Base{Message: "m"}, File: "/f", Line: 3, Key: "a.b"}, "/f:3: a.b: m"},
-		{yamltree.Error{Base: coded.Base{Message: "m"}, File: "/f", Key: "a"}, "/f: a: m"},
-		{yamltree.Error{Base: coded.Base{Message: "m"}, File: "/f", Line: 1}, "/f:1: m"},
-		{yamltree.Error{Base: coded.Base{Message: "m"}, Key: "a"}, "a: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Line: 3, Key: "a.b"}}, "/f:3: a.b: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Key: "a"}}, "/f: a: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Line: 1}}, "/f:1: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{Key: "a"}}, "a: m"},
 	} {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.e, got, c.want)
