@@ -103,13 +103,13 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	switch {
 	case opts.Client == nil:
-		return nil, fmt.Errorf("isxmcp: no Incus client")
+		return nil, fmt.Errorf("isx mcp: no Incus client")
 	case opts.Templates == nil:
-		return nil, fmt.Errorf("isxmcp: no template loader")
+		return nil, fmt.Errorf("isx mcp: no template loader")
 	case opts.Owner == "" || opts.Session == "":
-		return nil, fmt.Errorf("isxmcp: owner and session are required")
+		return nil, fmt.Errorf("isx mcp: owner and session are required")
 	case opts.Log == nil:
-		return nil, fmt.Errorf("isxmcp: no audit log")
+		return nil, fmt.Errorf("isx mcp: no audit log")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
