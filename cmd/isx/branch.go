@@ -90,8 +90,7 @@ func (a *app) checkBranchSource(ctx context.Context, client *incus.Client, from 
 	case err != nil:
 		return err
 	case !status.Built:
-		return &instance.Error{Code: instance.CodeNotBuilt, Instance: from,
-			Message: fmt.Sprintf("template %s is not built; run `isx build %s` first", from, from)}
+		return instance.NewError(instance.CodeNotBuilt, from, nil, "template %s is not built; run `isx build %s` first", from, from)
 	case status.Stale:
 		a.warnf("template %s is stale (%s); branching from it as it is", from, status.Reason)
 	}

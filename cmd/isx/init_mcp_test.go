@@ -84,19 +84,23 @@ func startTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
 // expect waits for want in what the program printed since the last expect.
 func (tm *terminal) expect(want string) string {
 	tm.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var chunk string
+	shown := func() bool {
 		all := tm.out.String()
-		if i := strings.Index(all[tm.seen:], want); i >= 0 {
-			chunk := all[tm.seen : tm.seen+i+len(want)]
-			tm.seen += i + len(want)
-			return chunk
+		i := strings.Index(all[tm.seen:], want)
+		if i < 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, all)
-		}
-		time.Sleep(20 * time.Millisecond)
+		chunk = all[tm.seen : tm.seen+i+len(want)]
+		tm.seen += i + len(want)
+		return true
 	}
+	if err := incustest.Poll(ctx, 20*time.Millisecond, shown); err != nil {
+		tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, tm.out.String())
+	}
+	return chunk
 }
 
 func (tm *terminal) send(line string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 // isxBinary is cmd/isx built once for the whole package: the tests run the
@@ -35,9 +36,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	incustest.Main(m, func() { os.RemoveAll(dir) })
 }
 
 func goTool() string {

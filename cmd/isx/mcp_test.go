@@ -88,19 +88,19 @@ func TestShellJoinsTaskISX123(t *testing.T) {
 printf '#!/bin/sh\necho "claude $*"\nread line\necho "bye $line"\n' >/bin/claude && chmod 755 /bin/claude`)
 	waitForState := func(want task.State) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info, err := task.Status(ctx, c, "w1", delegate)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.State == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s is %s, want %s", delegate, info.State, want)
-			}
-			time.Sleep(100 * time.Millisecond)
+		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var info *task.Info
+		var err error
+		inState := func() bool {
+			info, err = task.Status(ctx, c, "w1", delegate)
+			return err != nil || info.State == want
+		}
+		switch {
+		case incustest.Poll(wait, 100*time.Millisecond, inState) != nil:
+			t.Fatalf("task %s is %s, want %s", delegate, info.State, want)
+		case err != nil:
+			t.Fatal(err)
 		}
 	}
 	waitForState(task.StateFinished)

@@ -81,8 +81,7 @@ func (a *app) runShell(ctx context.Context, name, taskID string) error {
 func (a *app) readyForShell(ctx context.Context, client *incus.Client, name string) error {
 	inst, _, err := client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
-		return &instance.Error{Code: instance.CodeNotFound, Instance: name,
-			Message: fmt.Sprintf("there is no instance named %s in project %s; `isx list` shows the instances there are", name, client.ProjectName())}
+		return instance.NewError(instance.CodeNotFound, name, nil, "there is no instance named %s in project %s; `isx list` shows the instances there are", name, client.ProjectName())
 	}
 	if err != nil {
 		return err
@@ -90,11 +89,9 @@ func (a *app) readyForShell(ctx context.Context, client *incus.Client, name stri
 	stamps := instance.ParseStamps(inst.Config)
 	switch {
 	case stamps.IsTemplate():
-		return &instance.Error{Code: instance.CodeIsTemplate, Instance: name,
-			Message: fmt.Sprintf("%s is a template, which isx keeps stopped; branch it and open a shell in the branch: `isx branch work --from %s && isx shell work`", name, name)}
+		return instance.NewError(instance.CodeIsTemplate, name, nil, "%s is a template, which isx keeps stopped; branch it and open a shell in the branch: `isx branch work --from %s && isx shell work`", name, name)
 	case !stamps.Managed():
-		return &instance.Error{Code: instance.CodeNotManaged, Instance: name,
-			Message: fmt.Sprintf("%s was not made by isx; use `incus exec %s -- sh` for it", name, name)}
+		return instance.NewError(instance.CodeNotManaged, name, nil, "%s was not made by isx; use `incus exec %s -- sh` for it", name, name)
 	}
 	if !inst.Running() {
 		fmt.Fprintf(a.stderr, "Starting %s...\n", name)
@@ -144,8 +141,7 @@ func (a *app) joinTask(ctx context.Context, incusCLI string, client *incus.Clien
 		return err
 	}
 	if info.State == task.StateLost || info.Record == nil {
-		return &instance.Error{Code: instance.CodeNotFound, Instance: name,
-			Message: fmt.Sprintf("instance %s has no record of task %s; task_status in isx mcp lists what it has", name, taskID)}
+		return instance.NewError(instance.CodeNotFound, name, nil, "instance %s has no record of task %s; task_status in isx mcp lists what it has", name, taskID)
 	}
 	cwd := info.Record.Cwd
 	var argv []string

@@ -39,12 +39,10 @@ func (b *syncBuffer) String() string {
 
 func waitFor(t *testing.T, out *syncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the terminal never showed %q:\n%s", want, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := incustest.Poll(ctx, 20*time.Millisecond, func() bool { return strings.Contains(out.String(), want) }); err != nil {
+		t.Fatalf("the terminal never showed %q:\n%s", want, out.String())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,8 +38,11 @@ type Tool[In, Out any] struct {
 	spec   Spec
 	input  *jsonschema.Schema
 	output *jsonschema.Schema
-	check  *Validator
-	result *Validator
+	// check and result are compiled on first use: a program defines all
+	// its tools when it starts, and compiling a schema costs some ten
+	// times what deriving it does.
+	check  func() *Validator
+	result func() *Validator
 }
 
 // Validating is implemented by argument types that check more than a
@@ -46,14 +50,16 @@ type Tool[In, Out any] struct {
 // foreground). Its error is returned from Decode as it is.
 type Validating interface{ Validate() error }
 
-// NewTool derives In's and Out's schemas and compiles them.
+// NewTool derives In's and Out's schemas; each is compiled when it is first
+// used.
 func NewTool[In, Out any](spec Spec) *Tool[In, Out] {
 	input, output := SchemaFor[In](spec.Types...), SchemaFor[Out](spec.Types...)
 	if spec.Shape != nil {
 		input, output = spec.Shape(input, output)
 	}
 	return &Tool[In, Out]{spec: spec, input: input, output: output,
-		check: MustCompile(input), result: MustCompile(output)}
+		check:  sync.OnceValue(func() *Validator { return MustCompile(input) }),
+		result: sync.OnceValue(func() *Validator { return MustCompile(output) })}
 }
 
 // Name is the tool's name.
@@ -99,7 +105,7 @@ func (t *Tool[In, Out]) Decode(raw json.RawMessage) (In, error) {
 			return in, &InvalidError{Path: name, Message: why}
 		}
 	}
-	if err := t.check.ValidateJSON(trimmed); err != nil {
+	if err := t.check().ValidateJSON(trimmed); err != nil {
 		return in, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
@@ -135,7 +141,7 @@ func (t *Tool[In, Out]) CheckResult(out any) error {
 	if err != nil {
 		return fmt.Errorf("%s: encoding the result: %w", t.spec.Name, err)
 	}
-	if err := t.result.ValidateJSON(raw); err != nil {
+	if err := t.result().ValidateJSON(raw); err != nil {
 		return fmt.Errorf("%s: the result does not match the outputSchema: %w", t.spec.Name, err)
 	}
 	return nil

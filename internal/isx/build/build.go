@@ -87,11 +87,11 @@ func (b *Builder) Plan(ctx context.Context, req Request) ([]string, error) {
 	targets := req.Templates
 	switch {
 	case req.All && len(targets) > 0:
-		return nil, &Error{Code: CodeInvalidRequest, Message: "name templates or give --all, not both"}
+		return nil, failure(CodeInvalidRequest, "", nil, "name templates or give --all, not both")
 	case req.All:
 		targets = b.Set.Names()
 	case len(targets) == 0:
-		return nil, &Error{Code: CodeInvalidRequest, Message: "name the templates to build, or give --all"}
+		return nil, failure(CodeInvalidRequest, "", nil, "name the templates to build, or give --all")
 	}
 	chains := make([][]*template.Definition, 0, len(targets))
 	for _, name := range targets {
@@ -101,7 +101,7 @@ func (b *Builder) Plan(ctx context.Context, req Request) ([]string, error) {
 		}
 		chains = append(chains, chain)
 	}
-	built, err := b.templateInstances(ctx)
+	built, err := b.Client.InstancesByName(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +131,6 @@ func (b *Builder) Plan(ctx context.Context, req Request) ([]string, error) {
 		}
 	}
 	return plan, nil
-}
-
-// templateInstances maps each instance name of the project to the
-// instance, in one request.
-func (b *Builder) templateInstances(ctx context.Context) (map[string]*incus.Instance, error) {
-	instances, err := b.Client.Instances(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*incus.Instance, len(instances))
-	for i := range instances {
-		out[instances[i].Name] = &instances[i]
-	}
-	return out, nil
 }
 
 // Build builds what Plan lists, in order, and stops at the first failure.
@@ -203,7 +189,7 @@ func (b *Builder) BuildTemplate(ctx context.Context, name string) (err error) {
 		}
 	}()
 	if createErr != nil {
-		return &Error{Code: CodeBuildFailed, Template: name, Message: "making the build instance " + job.instance, Err: createErr}
+		return failure(CodeBuildFailed, name, createErr, "making the build instance %s", job.instance)
 	}
 	return job.run(ctx)
 }
@@ -218,8 +204,7 @@ func (b *Builder) checkName(ctx context.Context, name string) error {
 		return err
 	}
 	if !instance.ParseStamps(inst.Config).IsTemplate() {
-		return &Error{Code: CodeNameTaken, Template: name,
-			Message: fmt.Sprintf("instance %s exists and is not a template isx built, so isx will not replace it; rename or destroy it first", name)}
+		return failure(CodeNameTaken, name, nil, "instance %s exists and is not a template isx built, so isx will not replace it; rename or destroy it first", name)
 	}
 	return nil
 }

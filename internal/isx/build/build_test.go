@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -267,7 +268,7 @@ func TestFailingStepLeavesNothing(t *testing.T) {
 		t.Fatalf("error %v is not a StepError\n%s", err, out.String())
 	}
 	if stepErr.Step != "breaks on purpose" || stepErr.Index != 1 || stepErr.ExitCode != 3 ||
-		string(stepErr.Stdout) != "to-stdout\n" || string(stepErr.Stderr) != "to-stderr\n" || build.CodeOf(err) != build.CodeStepFailed {
+		string(stepErr.Stdout) != "to-stdout\n" || string(stepErr.Stderr) != "to-stderr\n" || coded.CodeOf(err) != build.CodeStepFailed {
 		t.Errorf("step error: %+v", stepErr)
 	}
 	if output := stepErr.Output(); !strings.Contains(output, "to-stdout") || !strings.Contains(output, "to-stderr") || !strings.Contains(output, "breaks on purpose") {
@@ -305,24 +306,24 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	b := newBuilder(c, set, &out)
 
 	_, err := b.Build(ctx, build.Request{Templates: []string{"tpl-noimage"}})
-	if build.CodeOf(err) != build.CodeImageNotFound || !strings.Contains(err.Error(), `"isx/no-such-image"`) ||
+	if coded.CodeOf(err) != build.CodeImageNotFound || !strings.Contains(err.Error(), `"isx/no-such-image"`) ||
 		!strings.Contains(err.Error(), "scripts/images.sh") || !strings.Contains(err.Error(), "incus image list") {
 		t.Errorf("unknown image: %v", err)
 	}
 	_, err = b.Build(ctx, build.Request{Templates: []string{"tpl-orphan"}})
-	if template.CodeOf(err) != template.CodeMissingParent || !strings.Contains(err.Error(), "tpl-missing") {
+	if coded.CodeOf(err) != template.CodeMissingParent || !strings.Contains(err.Error(), "tpl-missing") {
 		t.Errorf("missing parent: %v", err)
 	}
 	_, err = b.Build(ctx, build.Request{Templates: []string{"tpl-loop-a"}})
-	if template.CodeOf(err) != template.CodeCycle {
+	if coded.CodeOf(err) != template.CodeCycle {
 		t.Errorf("cycle: %v", err)
 	}
 	_, err = b.Build(ctx, build.Request{})
-	if build.CodeOf(err) != build.CodeInvalidRequest {
+	if coded.CodeOf(err) != build.CodeInvalidRequest {
 		t.Errorf("empty request: %v", err)
 	}
 	_, err = b.Build(ctx, build.Request{Templates: []string{"tpl-nowhere"}})
-	if template.CodeOf(err) != template.CodeNotFound {
+	if coded.CodeOf(err) != template.CodeNotFound {
 		t.Errorf("unknown template: %v", err)
 	}
 	if names := instanceNames(t, c); len(names) != 0 {
@@ -331,7 +332,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 
 	incustest.EnsureImages(t, incustest.BusyBox)
 	_, err = b.Build(ctx, build.Request{Templates: []string{"tpl-pkgs"}})
-	if build.CodeOf(err) != build.CodeNeedsNetwork || !strings.Contains(err.Error(), "curl") || !strings.Contains(err.Error(), "network") {
+	if coded.CodeOf(err) != build.CodeNeedsNetwork || !strings.Contains(err.Error(), "curl") || !strings.Contains(err.Error(), "network") {
 		t.Errorf("packages offline: %v", err)
 	}
 	if names := instanceNames(t, c); len(names) != 0 {
@@ -378,7 +379,7 @@ func TestProjectLocalTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"tpl-local", "tpl-on-local"} {
-		if err := set.Approvable(name); template.CodeOf(err) != template.CodeNotApproved {
+		if err := set.Approvable(name); coded.CodeOf(err) != template.CodeNotApproved {
 			t.Errorf("Approvable(%s) = %v", name, err)
 		}
 	}

@@ -1,8 +1,9 @@
 package build
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Codes carried by Error: machine-readable and stable.
@@ -27,48 +28,23 @@ const (
 	CodeInvalidRequest = "invalid_request"
 )
 
-// Error is a build failure with a code and a sentence a person can act on.
+// Error is a build failure with a code and a sentence a person can act on,
+// about the template named.
 type Error struct {
-	Code     string
+	coded.Base
 	Template string
-	Message  string
-	Err      error
 }
 
 func (e *Error) Error() string {
-	msg := e.Message
+	msg := e.Base.Error()
 	if e.Template != "" {
 		msg = "template " + e.Template + ": " + msg
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
 	}
 	return msg
 }
 
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error by code alone.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Code != "" && t.Code == e.Code
-}
-
-// CodeOf returns the code of the first *Error or *StepError in err's
-// chain, or "".
-func CodeOf(err error) string {
-	var step *StepError
-	if errors.As(err, &step) {
-		return CodeStepFailed
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
+func failure(code, template string, err error, format string, args ...any) *Error {
+	return &Error{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}, Template: template}
 }
 
 // StepError is a build step that failed: which one, how, and what it
@@ -82,6 +58,9 @@ type StepError struct {
 	Stdout   []byte
 	Stderr   []byte
 }
+
+// ErrorCode makes a failed step's code CodeStepFailed for coded.CodeOf.
+func (e *StepError) ErrorCode() string { return CodeStepFailed }
 
 func (e *StepError) Error() string {
 	how := fmt.Sprintf("exited with code %d", e.ExitCode)

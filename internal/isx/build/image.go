@@ -42,8 +42,7 @@ func DefinitionHash(set *template.Set, name string) (string, error) {
 	}
 	digest, err := tarballDigest(root.ImageFile)
 	if err != nil {
-		return "", &Error{Code: CodeImageUnreadable, Template: root.Name,
-			Message: fmt.Sprintf("the image tarball %s cannot be read", root.ImageFile), Err: err}
+		return "", failure(CodeImageUnreadable, root.Name, err, "the image tarball %s cannot be read", root.ImageFile)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "isx.build/v1\nchain:%s\nimage:%s\n", chainHash, digest)
@@ -92,15 +91,13 @@ func tarballDigest(path string) (string, error) {
 func (b *Builder) checkImage(ctx context.Context, root *template.Definition) error {
 	if root.ImageFile != "" {
 		if _, err := tarballDigest(root.ImageFile); err != nil {
-			return &Error{Code: CodeImageUnreadable, Template: root.Name,
-				Message: fmt.Sprintf("the image tarball %s cannot be read (give a unified image tarball with metadata.yaml and rootfs/)", root.ImageFile), Err: err}
+			return failure(CodeImageUnreadable, root.Name, err, "the image tarball %s cannot be read (give a unified image tarball with metadata.yaml and rootfs/)", root.ImageFile)
 		}
 		return nil
 	}
 	_, err := b.Client.GetImageAlias(ctx, root.Image)
 	if errors.Is(err, incus.ErrNotFound) {
-		return &Error{Code: CodeImageNotFound, Template: root.Name,
-			Message: fmt.Sprintf("builds on image alias %q, which Incus does not have; `incus image list` shows the aliases there are, and scripts/images.sh imports isx/busybox and isx/debian-12", root.Image)}
+		return failure(CodeImageNotFound, root.Name, nil, "builds on image alias %q, which Incus does not have; `incus image list` shows the aliases there are, and scripts/images.sh imports isx/busybox and isx/debian-12", root.Image)
 	}
 	return err
 }
@@ -113,7 +110,7 @@ func (b *Builder) imageAlias(ctx context.Context, root *template.Definition) (st
 	}
 	digest, err := tarballDigest(root.ImageFile)
 	if err != nil {
-		return "", &Error{Code: CodeImageUnreadable, Template: root.Name, Message: "cannot read the image tarball " + root.ImageFile, Err: err}
+		return "", failure(CodeImageUnreadable, root.Name, err, "cannot read the image tarball %s", root.ImageFile)
 	}
 	alias := LocalAlias(digest)
 	existing, err := b.Client.GetImageAlias(ctx, alias)
@@ -132,8 +129,7 @@ func (b *Builder) imageAlias(ctx context.Context, root *template.Definition) (st
 	b.progress("    importing image %s as %s\n", root.ImageFile, alias)
 	fingerprint, err := b.Client.ImportImage(ctx, root.ImageFile)
 	if err != nil {
-		return "", &Error{Code: CodeImageUnreadable, Template: root.Name,
-			Message: fmt.Sprintf("Incus could not import %s (is it a unified image tarball with metadata.yaml and rootfs/?)", root.ImageFile), Err: err}
+		return "", failure(CodeImageUnreadable, root.Name, err, "Incus could not import %s (is it a unified image tarball with metadata.yaml and rootfs/?)", root.ImageFile)
 	}
 	err = b.Client.CreateImageAlias(ctx, alias, fingerprint, "isx: "+root.ImageFile)
 	if err != nil && !errors.Is(err, incus.ErrConflict) {

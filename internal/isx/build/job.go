@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"strings"
 
@@ -44,15 +43,13 @@ func (j *job) createRequest(ctx context.Context) (incus.InstanceCreate, error) {
 	}
 	parent, _, err := j.Client.GetInstance(ctx, j.def.Parent)
 	if errors.Is(err, incus.ErrNotFound) {
-		return create, &Error{Code: CodeParentNotBuilt, Template: j.def.Name,
-			Message: fmt.Sprintf("its parent %s is not built; run `isx build --with-parents %s`", j.def.Parent, j.def.Name)}
+		return create, failure(CodeParentNotBuilt, j.def.Name, nil, "its parent %s is not built; run `isx build --with-parents %s`", j.def.Parent, j.def.Name)
 	}
 	if err != nil {
 		return create, err
 	}
 	if !instance.ParseStamps(parent.Config).IsTemplate() {
-		return create, &Error{Code: CodeParentNotBuilt, Template: j.def.Name,
-			Message: fmt.Sprintf("instance %s is not a template isx built, so it cannot be the parent; run `isx build --with-parents %s`", j.def.Parent, j.def.Name)}
+		return create, failure(CodeParentNotBuilt, j.def.Name, nil, "instance %s is not a template isx built, so it cannot be the parent; run `isx build --with-parents %s`", j.def.Parent, j.def.Name)
 	}
 	create.Source = incus.CopySource(j.def.Parent, true)
 	create.Config = map[string]string{}
@@ -136,9 +133,8 @@ func (j *job) installPackages(ctx context.Context) error {
 		return err
 	}
 	if !instance.HasNIC(inst.ExpandedDevices) {
-		return &Error{Code: CodeNeedsNetwork, Template: j.def.Name,
-			Message: fmt.Sprintf("lists packages (%s), which need network access, but the build instance has no network interface (the default profile of project %s gives it none); add a nic to the default profile, or install the packages into the image instead",
-				strings.Join(j.def.Packages, ", "), j.projectName())}
+		return failure(CodeNeedsNetwork, j.def.Name, nil, "lists packages (%s), which need network access, but the build instance has no network interface (the default profile of project %s gives it none); add a nic to the default profile, or install the packages into the image instead",
+			strings.Join(j.def.Packages, ", "), j.projectName())
 	}
 	script := "command -v apt-get >/dev/null || { echo 'packages need apt-get, which this image lacks' >&2; exit 1; }\n" +
 		"export DEBIAN_FRONTEND=noninteractive\n" +
@@ -160,7 +156,7 @@ func (j *job) writeFiles(ctx context.Context) error {
 			opts.UID, opts.GID = AgentUID, AgentGID
 		}
 		if err := j.Client.PushFile(ctx, j.instance, f.Path, strings.NewReader(f.Content), opts); err != nil {
-			return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "writing " + f.Path, Err: err}
+			return failure(CodeBuildFailed, j.def.Name, err, "writing %s", f.Path)
 		}
 		j.progress("    wrote %s\n", f.Path)
 	}
@@ -190,26 +186,6 @@ func (j *job) mergedEnv() map[string]string {
 		maps.Copy(env, d.Env)
 	}
 	return env
-}
-
-// mergedTools are the chain's agent tools: a child's entry for a tool
-// replaces its parent's.
-func (j *job) mergedTools() []template.Tool {
-	var tools []template.Tool
-	for _, d := range j.chain {
-		for _, t := range d.Tools {
-			replaced := false
-			for i := range tools {
-				if tools[i].Name == t.Name {
-					tools[i], replaced = t, true
-				}
-			}
-			if !replaced {
-				tools = append(tools, t)
-			}
-		}
-	}
-	return tools
 }
 
 // description is the template instance's Incus description.

@@ -47,7 +47,7 @@ func (j *job) step(ctx context.Context, s step) error {
 	result, err := j.Client.Exec(ctx, j.instance, req)
 	took := round(j.clock().Now().Sub(began))
 	if err != nil {
-		return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: fmt.Sprintf("running step %q", s.label), Err: err}
+		return failure(CodeBuildFailed, j.def.Name, err, "running step %q", s.label)
 	}
 	failed := result.ExitCode != 0 || result.TimedOut
 	status := ""
@@ -110,8 +110,7 @@ func (j *job) waitBoot(ctx context.Context) error {
 			break
 		}
 		if err := j.pause(ctx, deadline); err != nil {
-			return &Error{Code: CodeBuildFailed, Template: j.def.Name,
-				Message: fmt.Sprintf("the build instance %s did not answer within %s of starting", j.instance, j.bootTimeout()), Err: err}
+			return failure(CodeBuildFailed, j.def.Name, err, "the build instance %s did not answer within %s of starting", j.instance, j.bootTimeout())
 		}
 	}
 	if !j.systemd {
@@ -175,7 +174,7 @@ func (j *job) writeEnv(ctx context.Context) error {
 		config["environment."+k] = v
 	}
 	if err := j.Client.PatchInstance(ctx, j.instance, "", incus.InstancePatch{Config: config}); err != nil {
-		return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "setting the environment", Err: err}
+		return failure(CodeBuildFailed, j.def.Name, err, "setting the environment")
 	}
 	names := make([]string, 0, len(env))
 	for k := range env {
@@ -187,7 +186,7 @@ func (j *job) writeEnv(ctx context.Context) error {
 		current, err = nil, nil
 	}
 	if err != nil {
-		return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "reading /etc/environment", Err: err}
+		return failure(CodeBuildFailed, j.def.Name, err, "reading /etc/environment")
 	}
 	files := map[string]string{
 		"/etc/environment":      etcEnvironment(string(current), names, env),
@@ -196,7 +195,7 @@ func (j *job) writeEnv(ctx context.Context) error {
 	for _, path := range []string{"/etc/environment", "/etc/profile.d/isx.sh"} {
 		err := j.Client.PushFile(ctx, j.instance, path, strings.NewReader(files[path]), incus.FileOptions{Mode: 0o644, MakeParents: true})
 		if err != nil {
-			return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "writing " + path, Err: err}
+			return failure(CodeBuildFailed, j.def.Name, err, "writing %s", path)
 		}
 	}
 	j.progress("    set the environment: %s\n", strings.Join(names, ", "))
@@ -252,7 +251,7 @@ func (j *job) stamp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tools, err := instance.EncodeTools(instance.ToolsOf(j.mergedTools()))
+	tools, err := instance.EncodeTools(instance.ToolsOf(template.MergeTools(j.chain)))
 	if err != nil {
 		return err
 	}
@@ -268,7 +267,7 @@ func (j *job) stamp(ctx context.Context) error {
 		ToolsJSON:      tools,
 	}
 	if err := j.Client.PatchInstance(ctx, j.instance, "", incus.InstancePatch{Config: stamps.Config()}); err != nil {
-		return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "stamping the build instance", Err: err}
+		return failure(CodeBuildFailed, j.def.Name, err, "stamping the build instance")
 	}
 	return nil
 }
@@ -282,7 +281,7 @@ func (j *job) stop(ctx context.Context) error {
 		opts.Timeout = stopTimeout
 	}
 	if err := j.Client.StopInstance(ctx, j.instance, opts); err != nil {
-		return &Error{Code: CodeBuildFailed, Template: j.def.Name, Message: "stopping the build instance", Err: err}
+		return failure(CodeBuildFailed, j.def.Name, err, "stopping the build instance")
 	}
 	return nil
 }
@@ -295,7 +294,7 @@ func (j *job) replace(ctx context.Context) error {
 	old, _, err := j.Client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
 		if err := j.Client.RenameInstance(ctx, j.instance, name); err != nil {
-			return &Error{Code: CodeBuildFailed, Template: name, Message: "renaming the build instance", Err: err}
+			return failure(CodeBuildFailed, name, err, "renaming the build instance")
 		}
 		return nil
 	}
@@ -303,21 +302,20 @@ func (j *job) replace(ctx context.Context) error {
 		return err
 	}
 	if !instance.ParseStamps(old.Config).IsTemplate() {
-		return &Error{Code: CodeNameTaken, Template: name,
-			Message: fmt.Sprintf("instance %s appeared during the build and is not a template isx built; rename or destroy it", name)}
+		return failure(CodeNameTaken, name, nil, "instance %s appeared during the build and is not a template isx built; rename or destroy it", name)
 	}
 	if old.Running() {
 		if err := j.Client.StopInstance(ctx, name, incus.StopOptions{Force: true}); err != nil {
-			return &Error{Code: CodeBuildFailed, Template: name, Message: "stopping the old template instance", Err: err}
+			return failure(CodeBuildFailed, name, err, "stopping the old template instance")
 		}
 	}
 	aside := name + "--old-" + j.suffix
 	if err := j.Client.RenameInstance(ctx, name, aside); err != nil {
-		return &Error{Code: CodeBuildFailed, Template: name, Message: "moving the old template instance aside", Err: err}
+		return failure(CodeBuildFailed, name, err, "moving the old template instance aside")
 	}
 	if err := j.Client.RenameInstance(ctx, j.instance, name); err != nil {
 		restore := j.Client.RenameInstance(context.WithoutCancel(ctx), aside, name)
-		return errors.Join(&Error{Code: CodeBuildFailed, Template: name, Message: "renaming the build instance", Err: err}, restore)
+		return errors.Join(failure(CodeBuildFailed, name, err, "renaming the build instance"), restore)
 	}
 	if err := j.Client.DeleteInstance(ctx, aside, true); err != nil && !errors.Is(err, incus.ErrNotFound) {
 		j.progress("    warning: the old template instance %s could not be deleted (%v); delete it with `incus delete --force %s`\n", aside, err, aside)

@@ -246,7 +246,7 @@ func Save(home string, c *Config) error {
 
 	out, err := encode(doc)
 	if err != nil {
-		return &Error{Code: CodeInvalid, File: path, Message: "cannot be encoded: " + err.Error(), Err: err}
+		return unusable(path, "cannot be encoded", err)
 	}
 	if _, _, err := parseConfig(out, path, home); err != nil {
 		return fmt.Errorf("config.yaml not saved, since isx could not read it back: %w", err)

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 func writeConfig(t testing.TB, home, content string) string {
@@ -120,7 +122,7 @@ func TestHostRouteShapeErrorsStayOnTheEntry(t *testing.T) {
 	}
 	for i, want := range map[int]string{1: ":7: host-routes.typo.internal.template: unknown key", 2: ":8: host-routes.list.internal: must be a mapping", 3: ":9: host-routes.empty.internal: has no settings", 4: ":11: host-routes.nested.internal.target: must be text"} {
 		err := c.HostRoutes[i].Err
-		if CodeOf(err) != CodeInvalid || !strings.HasPrefix(err.Error(), path+want) {
+		if coded.CodeOf(err) != CodeInvalid || !strings.HasPrefix(err.Error(), path+want) {
 			t.Errorf("route %d: %v, want %s%s", i, err, path, want)
 		}
 	}
@@ -255,7 +257,7 @@ func TestSaveRefuses(t *testing.T) {
 	home := t.TempDir()
 	path := writeConfig(t, home, "bogus: 1\n")
 	err := Save(home, &Config{Project: "default"})
-	if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+":1: bogus") {
+	if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+":1: bogus") {
 		t.Fatalf("invalid existing file: %v", err)
 	}
 	if data, _ := os.ReadFile(path); string(data) != "bogus: 1\n" {
@@ -263,7 +265,7 @@ func TestSaveRefuses(t *testing.T) {
 	}
 	writeConfig(t, home, "project: a\n")
 	err = Save(home, &Config{Project: "not a project"})
-	if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "project") {
+	if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "project") {
 		t.Fatalf("invalid new value: %v", err)
 	}
 	if data, _ := os.ReadFile(path); string(data) != "project: a\n" {

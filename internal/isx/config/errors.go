@@ -1,10 +1,7 @@
 package config
 
 import (
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Codes carried by Error.
@@ -23,56 +20,16 @@ const (
 	CodeSandboxModeRequired = "sandbox_mode_required"
 )
 
-// Error is every failure this package reports. File is the full path of
-// the file at fault, Line its line (0 when no single line is), Key the
-// setting (like "codex.sandbox-mode"), Message what is wrong and what to do.
-type Error struct {
-	Code    string
-	File    string
-	Line    int
-	Key     string
-	Message string
-	Err     error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			b.WriteString(":")
-			b.WriteString(strconv.Itoa(e.Line))
-		}
-		b.WriteString(": ")
-	}
-	if e.Key != "" {
-		b.WriteString(e.Key)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Message)
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error by code alone.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Code != "" && t.Code == e.Code
-}
-
-// CodeOf returns the code of the first *Error in err's chain, or "".
-func CodeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
+// Error is every failure this package reports: where (File is the full
+// path of the file at fault, Line its line or 0, Key the setting, like
+// "codex.sandbox-mode") and what is wrong and what to do.
+type Error struct{ yamltree.Located }
 
 func invalidf(file string, line int, key, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalid, File: file, Line: line, Key: key, Message: fmt.Sprintf(format, args...)}
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: file, Line: line, Key: key}, nil, format, args...)}
+}
+
+// unusable is a settings file that cannot be read or written at all.
+func unusable(path, what string, err error) *Error {
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: path}, err, "%s: %v", what, err)}
 }

@@ -137,9 +137,8 @@ func (m *MCP) CodexSandboxMode(template string) (string, error) {
 	if _, own := m.DelegatePermissionModes[template]; !own && m.Codex.SandboxModeSet {
 		return m.Codex.SandboxMode, nil
 	}
-	return "", &Error{Code: CodeSandboxModeRequired, File: m.Path, Key: "codex.sandbox-modes",
-		Message: fmt.Sprintf("Claude runs template %s with permission mode %s, so Codex needs a sandbox mode of its own for it; add `%s: read-only` (or workspace-write) under codex: sandbox-modes:",
-			template, m.ClaudePermissionMode(template), template)}
+	return "", &Error{yamltree.Problem(CodeSandboxModeRequired, yamltree.Place{File: m.Path, Key: "codex.sandbox-modes"}, nil, "Claude runs template %s with permission mode %s, so Codex needs a sandbox mode of its own for it; add `%s: read-only` (or workspace-write) under codex: sandbox-modes:",
+		template, m.ClaudePermissionMode(template), template)}
 }
 
 // LoadMCP reads mcp.yaml. It never writes it, and reads it whole each
@@ -321,7 +320,7 @@ func SaveMCPTemplates(home string, templates []string) error {
 	setTemplates(root, names)
 	out, err := encode(doc)
 	if err != nil {
-		return &Error{Code: CodeInvalid, File: path, Message: "cannot be encoded: " + err.Error(), Err: err}
+		return unusable(path, "cannot be encoded", err)
 	}
 	return writeAtomic(path, out)
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // seedMCP is seed 001's example, less the delegate-max-turns line seed 000
@@ -163,7 +165,7 @@ func TestZeroIsAcceptedOnlyForCounts(t *testing.T) {
 	for _, key := range []string{"orphan-grace-hours", "dormant-after-hours", "dormant-grace-hours"} {
 		path := writeMCP(t, home, key+": 0\n")
 		_, err := LoadMCP(home)
-		if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+":1: "+key+": must be at least 1") {
+		if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+":1: "+key+": must be at least 1") {
 			t.Errorf("%s: 0 gave %v", key, err)
 		}
 	}
@@ -248,7 +250,7 @@ func TestISX006UnreadableMCP(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := LoadMCP(home)
-		if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+": cannot be read") {
+		if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path+": cannot be read") {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -256,7 +258,7 @@ func TestISX006UnreadableMCP(t *testing.T) {
 		home := t.TempDir()
 		path := writeMCP(t, home, "templates: []\n"+strings.Repeat("# padding\n", maxFileSize/10+1))
 		_, err := LoadMCP(home)
-		if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path) {
+		if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path) {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -410,7 +412,7 @@ func TestISX021And022MCPStatus(t *testing.T) {
 			if c.decision == DecisionRemind && err != nil {
 				t.Errorf("a reminder refuses: %v", err)
 			}
-			if c.decision == DecisionRefuse && (CodeOf(err) != CodeOldMCPSection || !strings.Contains(err.Error(), "mcp.yaml")) {
+			if c.decision == DecisionRefuse && (coded.CodeOf(err) != CodeOldMCPSection || !strings.Contains(err.Error(), "mcp.yaml")) {
 				t.Errorf("refusal %v", err)
 			}
 		})
@@ -421,7 +423,7 @@ func TestMCPStatusOnMalformedConfig(t *testing.T) {
 	home := t.TempDir()
 	writeConfig(t, home, "mcp: [\n")
 	_, err := MCPStatus(home)
-	if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), ConfigPath(home)) {
+	if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), ConfigPath(home)) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -454,20 +456,20 @@ codex:
 		}
 	}
 	_, err := m.CodexSandboxMode("tpl-review")
-	if CodeOf(err) != CodeSandboxModeRequired || !strings.Contains(err.Error(), "tpl-review") || !strings.Contains(err.Error(), "sandbox-modes") {
+	if coded.CodeOf(err) != CodeSandboxModeRequired || !strings.Contains(err.Error(), "tpl-review") || !strings.Contains(err.Error(), "sandbox-modes") {
 		t.Errorf("restricted template: %v", err)
 	}
 	// The section-wide sandbox-mode, even written out, does not apply to a
 	// template restricted by its own entry.
 	writeMCP(t, home, "delegate-permission-modes: {tpl-review: plan}\ncodex: {sandbox-mode: danger-full-access}\n")
 	m = mustLoadMCP(t, home)
-	if _, err := m.CodexSandboxMode("tpl-review"); CodeOf(err) != CodeSandboxModeRequired {
+	if _, err := m.CodexSandboxMode("tpl-review"); coded.CodeOf(err) != CodeSandboxModeRequired {
 		t.Errorf("section-wide mode applied to a restricted template: %v", err)
 	}
 	// A restricted default mode needs codex.sandbox-mode written out.
 	writeMCP(t, home, "delegate-permission-mode: acceptEdits\n")
 	m = mustLoadMCP(t, home)
-	if _, err := m.CodexSandboxMode("tpl-dev"); CodeOf(err) != CodeSandboxModeRequired {
+	if _, err := m.CodexSandboxMode("tpl-dev"); coded.CodeOf(err) != CodeSandboxModeRequired {
 		t.Errorf("default sandbox applied under a restricted default: %v", err)
 	}
 	writeMCP(t, home, "delegate-permission-mode: acceptEdits\ncodex:\n  sandbox-mode: workspace-write\n")
@@ -550,7 +552,7 @@ func TestSaveMCPTemplatesBlockListAndNewFile(t *testing.T) {
 
 func TestSaveMCPTemplatesRefuses(t *testing.T) {
 	home := t.TempDir()
-	if err := SaveMCPTemplates(home, []string{"Bad_Name"}); CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "templates[0]") {
+	if err := SaveMCPTemplates(home, []string{"Bad_Name"}); coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "templates[0]") {
 		t.Fatalf("bad name: %v", err)
 	}
 	if _, err := os.Stat(MCPPath(home)); !errors.Is(err, os.ErrNotExist) {
@@ -559,7 +561,7 @@ func TestSaveMCPTemplatesRefuses(t *testing.T) {
 	for _, broken := range []string{"templates: [tpl-a\n", "- a\n"} {
 		path := writeMCP(t, home, broken)
 		err := SaveMCPTemplates(home, []string{"tpl-b"})
-		if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path) {
+		if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), path) {
 			t.Fatalf("%q: %v", broken, err)
 		}
 		if data, _ := os.ReadFile(path); string(data) != broken {
@@ -605,7 +607,7 @@ const childHomeVariable = "ISX_CONFIG_TEST_LOAD_MCP_HOME"
 func TestMain(m *testing.M) {
 	if home := os.Getenv(childHomeVariable); home != "" {
 		_, err := LoadMCP(home)
-		fmt.Printf("%s\n%v", CodeOf(err), err)
+		fmt.Printf("%s\n%v", coded.CodeOf(err), err)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -620,7 +622,7 @@ func loadMCPUnprivileged(t *testing.T, home string) (string, string) {
 		if err == nil {
 			t.Fatal("LoadMCP succeeded")
 		}
-		return CodeOf(err), err.Error()
+		return coded.CodeOf(err), err.Error()
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -689,13 +691,13 @@ func TestErrorMatchesCodeAndUnwraps(t *testing.T) {
 	}
 	_, err := LoadMCP(home)
 	wrapped := fmt.Errorf("isx mcp: %w", err)
-	if !errors.Is(wrapped, &Error{Code: CodeInvalid}) || errors.Is(wrapped, &Error{Code: CodeOldMCPSection}) {
+	if !errors.Is(wrapped, &coded.Error{Code: CodeInvalid}) || errors.Is(wrapped, &coded.Error{Code: CodeOldMCPSection}) {
 		t.Error("errors.Is by code")
 	}
 	if !errors.Is(wrapped, syscall.EISDIR) {
 		t.Errorf("the cause is not wrapped: %v", err)
 	}
-	if CodeOf(wrapped) != CodeInvalid || CodeOf(errors.New("x")) != "" || CodeOf(nil) != "" {
+	if coded.CodeOf(wrapped) != CodeInvalid || coded.CodeOf(errors.New("x")) != "" || coded.CodeOf(nil) != "" {
 		t.Error("CodeOf")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Decision is what isx mcp and isx init do about the retired `mcp:`
@@ -56,7 +58,7 @@ func (r MCPReport) Err() error {
 	if r.Decision != DecisionRefuse {
 		return nil
 	}
-	return &Error{Code: CodeOldMCPSection, File: r.ConfigPath, Line: r.OldSectionLine, Key: "mcp", Message: r.Message()}
+	return &Error{yamltree.Problem(CodeOldMCPSection, yamltree.Place{File: r.ConfigPath, Line: r.OldSectionLine, Key: "mcp"}, nil, "%s", r.Message())}
 }
 
 // MCPStatus looks for the retired `mcp:` section in config.yaml and for
@@ -75,7 +77,7 @@ func MCPStatus(home string) (MCPReport, error) {
 	case err == nil:
 		r.MCPExists = true
 	case !errors.Is(err, fs.ErrNotExist):
-		return r, &Error{Code: CodeInvalid, File: r.MCPPath, Message: "cannot be examined: " + err.Error(), Err: err}
+		return r, unusable(r.MCPPath, "cannot be examined", err)
 	}
 	switch {
 	case r.OldSection && r.MCPExists:

@@ -17,7 +17,7 @@ import (
 // replaced at its target, so the link survives.
 func writeAtomic(path string, data []byte) error {
 	fail := func(err error) error {
-		return &Error{Code: CodeInvalid, File: path, Message: "cannot be written: " + err.Error(), Err: err}
+		return unusable(path, "cannot be written", err)
 	}
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target

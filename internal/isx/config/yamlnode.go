@@ -26,12 +26,12 @@ func readFile(path string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, &Error{Code: CodeInvalid, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, true, unusable(path, "cannot be read", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, true, &Error{Code: CodeInvalid, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, true, unusable(path, "cannot be read", err)
 	}
 	if len(data) > maxFileSize {
 		return nil, true, invalidf(path, 0, "", "is larger than %d bytes, far more than any settings file needs", maxFileSize)
@@ -50,7 +50,8 @@ func newReader(file string) *nodeReader {
 }
 
 func fromTree(e *yamltree.Error) error {
-	return &Error{Code: CodeInvalid, File: e.File, Line: e.Line, Key: e.Key, Message: e.Message, Err: e.Err}
+	e.Code = CodeInvalid
+	return &Error{*e}
 }
 
 // textList returns the items of a list of text; null is an empty list.

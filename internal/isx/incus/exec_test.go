@@ -209,6 +209,11 @@ func TestExecTimeoutFollowsClock(t *testing.T) {
 	project, name := execInstance(t, incustest.BusyBox)
 	fake := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	c := incus.New(project.Socket(), incus.WithProject(project.ProjectName()), incus.WithClock(fake))
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing the fake-clock client: %v", err)
+		}
+	})
 	type outcome struct {
 		res *incus.ExecResult
 		err error
@@ -218,8 +223,9 @@ func TestExecTimeoutFollowsClock(t *testing.T) {
 		res, err := c.Exec(testContext(t), name, incus.ExecRequest{Command: []string{"sleep", "1000"}, Timeout: time.Hour})
 		done <- outcome{res, err}
 	}()
-	for sleepers(t, c, name) == "" {
-		time.Sleep(20 * time.Millisecond)
+	incustest.WaitFor(t, "the command to run", time.Minute, func() bool { return sleepers(t, c, name) != "" })
+	if err := fake.WaitForTimers(testContext(t), 1); err != nil {
+		t.Fatalf("the exec never waited on its timeout: %v", err)
 	}
 	select {
 	case got := <-done:
@@ -281,9 +287,16 @@ func TestExecCancelledEarlyNeverRuns(t *testing.T) {
 			t.Fatalf("cancelled after %s: %v", delay, err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
-	if _, err := c.PullFile(testContext(t), name, "/root/ran"); !errors.Is(err, incus.ErrNotFound) {
-		t.Errorf("a cancelled command ran to its end anyway: %v", err)
+	// A command that escaped its cancel would finish 0.3 s after it
+	// started: watch for its file for longer than that.
+	watch, stop := context.WithTimeout(testContext(t), 2*time.Second)
+	defer stop()
+	ran := func() bool {
+		_, err := c.PullFile(watch, name, "/root/ran")
+		return !errors.Is(err, incus.ErrNotFound) && watch.Err() == nil
+	}
+	if incustest.Poll(watch, incustest.PollInterval, ran) == nil {
+		t.Errorf("a cancelled command ran to its end anyway")
 	}
 	if left := sleepers(t, c, name); left != "" {
 		t.Errorf("left running: %s", left)

@@ -147,16 +147,20 @@ func RemoveProject(base *incus.Client, name string) error {
 	return nil
 }
 
-// deleteInstance retries once: an operation still finishing on the
-// instance (a start, an exec) can make the first attempt fail.
+// deleteRetry is how long deleteInstance keeps trying.
+const deleteRetry = 30 * time.Second
+
+// deleteInstance retries: an operation still finishing on the instance (a
+// start, an exec) makes Incus refuse the delete until it ends.
 func deleteInstance(ctx context.Context, c *incus.Client, name string) error {
-	err := c.DeleteInstance(ctx, name, true)
-	if err == nil || errors.Is(err, incus.ErrNotFound) {
-		return nil
+	var err error
+	retry, cancel := context.WithTimeout(ctx, deleteRetry)
+	defer cancel()
+	deleted := func() bool {
+		err = c.DeleteInstance(ctx, name, true)
+		return err == nil || errors.Is(err, incus.ErrNotFound)
 	}
-	time.Sleep(500 * time.Millisecond)
-	err = c.DeleteInstance(ctx, name, true)
-	if errors.Is(err, incus.ErrNotFound) {
+	if Poll(retry, 500*time.Millisecond, deleted) == nil {
 		return nil
 	}
 	return err

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	os.Exit(m.Run())
+	incustest.Main(m)
 }
 
 func testContext(t *testing.T) context.Context {

@@ -1,6 +1,10 @@
 package instance
 
-import "errors"
+import (
+	"fmt"
+
+	"github.com/incusspawn/isx/internal/coded"
+)
 
 // Codes carried by Error: machine-readable and stable.
 const (
@@ -23,38 +27,14 @@ const (
 	CodeBranchFailed = "branch_failed"
 )
 
-// Error is a failure with a code and a sentence a person can act on; Err
-// is the cause, when there is one.
+// Error is a failure with a code and a sentence a person can act on, about
+// the instance named; Err is the cause, when there is one.
 type Error struct {
-	Code     string
+	coded.Base
 	Instance string
-	Message  string
-	Err      error
 }
 
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
-	}
-	return e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error by code alone.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Code != "" && t.Code == e.Code
-}
-
-// CodeOf returns the code of the first *Error in err's chain, or "".
-func CodeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
+// NewError makes an Error whose message is formatted from format and args.
+func NewError(code, instance string, err error, format string, args ...any) *Error {
+	return &Error{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}, Instance: instance}
 }

@@ -60,13 +60,11 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, incus.ErrConflict):
-		return &Error{Code: CodeExists, Instance: opts.Name,
-			Message: fmt.Sprintf("an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name), Err: err}
+		return NewError(CodeExists, opts.Name, err, "an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name)
 	case errors.Is(err, incus.ErrUnavailable):
 		return err
 	}
-	failed := &Error{Code: CodeBranchFailed, Instance: opts.Name,
-		Message: fmt.Sprintf("making %s from %s failed", opts.Name, opts.From), Err: err}
+	failed := NewError(CodeBranchFailed, opts.Name, err, "making %s from %s failed", opts.Name, opts.From)
 	if cleanupErr := m.removeHalfMade(ctx, opts.Name); cleanupErr != nil {
 		return errors.Join(failed, cleanupErr)
 	}
@@ -75,10 +73,10 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 
 func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.InstanceCreate, error) {
 	if err := incus.ValidateInstanceName(opts.Name); err != nil {
-		return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: err.Error()}
+		return incus.InstanceCreate{}, NewError(CodeInvalid, opts.Name, nil, "%s", err.Error())
 	}
 	if opts.Owner == "" {
-		return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: "no owner given for the new instance"}
+		return incus.InstanceCreate{}, NewError(CodeInvalid, opts.Name, nil, "no owner given for the new instance")
 	}
 	network, err := ParseNetwork(string(opts.Network))
 	if err != nil {
@@ -86,7 +84,7 @@ func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.
 	}
 	for key := range opts.Config {
 		if ownStamps[key] {
-			return incus.InstanceCreate{}, &Error{Code: CodeInvalid, Instance: opts.Name, Message: fmt.Sprintf("%s is stamped by Branch itself and may not be given", key)}
+			return incus.InstanceCreate{}, NewError(CodeInvalid, opts.Name, nil, "%s is stamped by Branch itself and may not be given", key)
 		}
 	}
 	source, err := m.source(ctx, opts.From)
@@ -127,15 +125,13 @@ var ownStamps = map[string]bool{KeyType: true, KeyTemplate: true, KeyOwner: true
 func (m *Manager) source(ctx context.Context, name string) (*incus.Instance, error) {
 	inst, _, err := m.Client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
-		return nil, &Error{Code: CodeNotBuilt, Instance: name,
-			Message: fmt.Sprintf("there is no built template or instance named %s in project %s; if it is a template, run `isx build %s` first", name, m.project(), name), Err: err}
+		return nil, NewError(CodeNotBuilt, name, err, "there is no built template or instance named %s in project %s; if it is a template, run `isx build %s` first", name, m.project(), name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !ParseStamps(inst.Config).Managed() {
-		return nil, &Error{Code: CodeNotManaged, Instance: name,
-			Message: fmt.Sprintf("%s was not made by isx (it has no %s stamp), so isx does not branch from it; build a template with `isx build`", name, KeyType)}
+		return nil, NewError(CodeNotManaged, name, nil, "%s was not made by isx (it has no %s stamp), so isx does not branch from it; build a template with `isx build`", name, KeyType)
 	}
 	return inst, nil
 }
@@ -197,8 +193,7 @@ type DestroyOptions struct {
 func (m *Manager) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
 	inst, _, err := m.Client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
-		return &Error{Code: CodeNotFound, Instance: name,
-			Message: fmt.Sprintf("there is no instance named %s in project %s; `isx list` shows the instances there are", name, m.project())}
+		return NewError(CodeNotFound, name, nil, "there is no instance named %s in project %s; `isx list` shows the instances there are", name, m.project())
 	}
 	if err != nil {
 		return err
@@ -206,11 +201,9 @@ func (m *Manager) Destroy(ctx context.Context, name string, opts DestroyOptions)
 	stamps := ParseStamps(inst.Config)
 	switch {
 	case !stamps.Managed():
-		return &Error{Code: CodeNotManaged, Instance: name,
-			Message: fmt.Sprintf("%s was not made by isx (it has no %s stamp), so isx leaves it alone; delete it with `incus delete` if you mean to", name, KeyType)}
+		return NewError(CodeNotManaged, name, nil, "%s was not made by isx (it has no %s stamp), so isx leaves it alone; delete it with `incus delete` if you mean to", name, KeyType)
 	case stamps.IsTemplate() && !opts.Template:
-		return &Error{Code: CodeIsTemplate, Instance: name,
-			Message: fmt.Sprintf("%s is a built template; to destroy it, say so with `isx destroy --template %s` (instances branched from it stay)", name, name)}
+		return NewError(CodeIsTemplate, name, nil, "%s is a built template; to destroy it, say so with `isx destroy --template %s` (instances branched from it stay)", name, name)
 	}
 	if err := m.Client.DeleteInstance(ctx, name, true); err != nil && !errors.Is(err, incus.ErrNotFound) {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
@@ -100,7 +101,7 @@ func TestBranchListDestroy(t *testing.T) {
 		{instance.BranchOptions{Name: "three", From: buildtest.BusyBoxChild, Owner: "a", Config: map[string]string{instance.KeyOwner: "mallory"}}, instance.CodeInvalid},
 	}
 	for _, r := range refusals {
-		if err := m.Branch(ctx, r.opts); instance.CodeOf(err) != r.code {
+		if err := m.Branch(ctx, r.opts); coded.CodeOf(err) != r.code {
 			t.Errorf("Branch(%+v) = %v, want code %s", r.opts, err, r.code)
 		}
 	}
@@ -113,17 +114,17 @@ func TestBranchListDestroy(t *testing.T) {
 
 	// An instance isx did not make is neither a source nor destroyable.
 	name := incustest.Launch(t, c, incustest.BusyBox)
-	if err := m.Branch(ctx, instance.BranchOptions{Name: "four", From: name, Owner: "alice"}); instance.CodeOf(err) != instance.CodeNotManaged {
+	if err := m.Branch(ctx, instance.BranchOptions{Name: "four", From: name, Owner: "alice"}); coded.CodeOf(err) != instance.CodeNotManaged {
 		t.Errorf("branch from an unmanaged instance: %v", err)
 	}
-	if err := m.Destroy(ctx, name, instance.DestroyOptions{Template: true}); instance.CodeOf(err) != instance.CodeNotManaged {
+	if err := m.Destroy(ctx, name, instance.DestroyOptions{Template: true}); coded.CodeOf(err) != instance.CodeNotManaged {
 		t.Errorf("destroy of an unmanaged instance: %v", err)
 	}
 
-	if err := m.Destroy(ctx, "nowhere", instance.DestroyOptions{}); instance.CodeOf(err) != instance.CodeNotFound {
+	if err := m.Destroy(ctx, "nowhere", instance.DestroyOptions{}); coded.CodeOf(err) != instance.CodeNotFound {
 		t.Errorf("destroy of an unknown name: %v", err)
 	}
-	if err := m.Destroy(ctx, buildtest.BusyBoxChild, instance.DestroyOptions{}); instance.CodeOf(err) != instance.CodeIsTemplate ||
+	if err := m.Destroy(ctx, buildtest.BusyBoxChild, instance.DestroyOptions{}); coded.CodeOf(err) != instance.CodeIsTemplate ||
 		!strings.Contains(err.Error(), "--template") {
 		t.Errorf("destroy of a template without --template: %v", err)
 	}

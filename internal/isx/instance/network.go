@@ -1,7 +1,6 @@
 package instance
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -29,7 +28,7 @@ func ParseNetwork(s string) (Network, error) {
 	}
 	n := Network(s)
 	if !slices.Contains(Networks, n) {
-		return "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("%q is not a network mode; use default, proxy-only or airgap", s)}
+		return "", NewError(CodeInvalid, "", nil, "%q is not a network mode; use default, proxy-only or airgap", s)
 	}
 	return n, nil
 }

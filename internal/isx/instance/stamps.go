@@ -39,6 +39,23 @@ const (
 	KeyMCPIdempotencyKey = Prefix + "mcp-idempotency-key"
 	KeyMCPCaller         = Prefix + "mcp-caller"
 	KeyMCPDormant        = Prefix + "mcp-dormant"
+	// KeyMCPState marks an instance that is not simply ready: "creating"
+	// from the moment it is reserved until it has started and answers;
+	// "destroying <session>" or "stopping <session>" while a session acts
+	// on it after marking it (mark, re-read, act).
+	KeyMCPState = Prefix + "mcp-state"
+	// KeyMCPSource is what create_instance was asked to copy:
+	// "template:<name>" or "instance:<name>", which a repeat of its
+	// idempotency key must ask for again.
+	KeyMCPSource = Prefix + "mcp-source"
+	// KeyMCPRunning lists, space-separated, the ids of the background tasks
+	// believed running in the instance, so that max-concurrent-tasks is
+	// counted without running anything in instances.
+	KeyMCPRunning = Prefix + "mcp-running"
+	// KeyMCPTaskKeys lists, space-separated, the idempotency keys of the
+	// instance's background tasks, so that a repeat naming another
+	// instance is refused.
+	KeyMCPTaskKeys = Prefix + "mcp-task-keys"
 )
 
 // MCPPrefix starts every key isx mcp writes.
@@ -77,6 +94,10 @@ type MCPStamps struct {
 	IdempotencyKey string
 	Caller         string
 	Dormant        string
+	State          string // as stamped: "creating", "destroying <session>" …
+	Source         string
+	Running        string
+	TaskKeys       string
 }
 
 // ParseStamps reads the stamps from an instance's config (use the
@@ -100,6 +121,10 @@ func ParseStamps(config map[string]string) Stamps {
 			IdempotencyKey: config[KeyMCPIdempotencyKey],
 			Caller:         config[KeyMCPCaller],
 			Dormant:        config[KeyMCPDormant],
+			State:          config[KeyMCPState],
+			Source:         config[KeyMCPSource],
+			Running:        config[KeyMCPRunning],
+			TaskKeys:       config[KeyMCPTaskKeys],
 		},
 	}
 	if t, err := time.Parse(time.RFC3339, config[KeyCreated]); err == nil {
@@ -151,6 +176,10 @@ func (m MCPStamps) Config() map[string]string {
 		KeyMCPIdempotencyKey: m.IdempotencyKey,
 		KeyMCPCaller:         m.Caller,
 		KeyMCPDormant:        m.Dormant,
+		KeyMCPState:          m.State,
+		KeyMCPSource:         m.Source,
+		KeyMCPRunning:        m.Running,
+		KeyMCPTaskKeys:       m.TaskKeys,
 	} {
 		if value != "" {
 			out[key] = value

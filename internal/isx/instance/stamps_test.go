@@ -2,9 +2,12 @@ package instance
 
 import (
 	"maps"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -126,10 +129,30 @@ func TestNetworkDevices(t *testing.T) {
 	if devices, _ := networkDevices(NetworkDefault, "x", inherited); devices != nil {
 		t.Errorf("default network changes devices: %v", devices)
 	}
-	if _, err := ParseNetwork("wifi"); CodeOf(err) != CodeInvalid {
+	if _, err := ParseNetwork("wifi"); coded.CodeOf(err) != CodeInvalid {
 		t.Errorf("ParseNetwork(wifi) = %v", err)
 	}
 	if n, err := ParseNetwork(""); n != NetworkDefault || err != nil {
 		t.Errorf("ParseNetwork(\"\") = %q, %v", n, err)
+	}
+}
+
+// Every key isx mcp writes is read into MCPStamps, written back by Config,
+// and starts with MCPPrefix, so that ClearMCP drops it from a fork.
+func TestEveryMCPKeyRoundTrips(t *testing.T) {
+	keys := []string{KeyMCPSession, KeyMCPOwner, KeyMCPPurpose, KeyMCPOrphaned, KeyMCPKept, KeyMCPIdempotencyKey,
+		KeyMCPCaller, KeyMCPDormant, KeyMCPState, KeyMCPSource, KeyMCPRunning, KeyMCPTaskKeys}
+	config := map[string]string{}
+	for i, key := range keys {
+		if !strings.HasPrefix(key, MCPPrefix) {
+			t.Errorf("%s does not start with %s", key, MCPPrefix)
+		}
+		config[key] = "v" + strconv.Itoa(i)
+	}
+	if got := ParseStamps(config).MCP.Config(); !maps.Equal(got, config) {
+		t.Errorf("round trip = %v, want %v", got, config)
+	}
+	if got := ClearMCP(config); len(got) != len(keys) {
+		t.Errorf("ClearMCP clears %d of %d keys", len(got), len(keys))
 	}
 }

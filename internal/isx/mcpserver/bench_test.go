@@ -175,7 +175,7 @@ func BenchmarkListInstances(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			stamps := instance.MCPStamps{Session: s.sessionID(), Owner: owner, Purpose: fmt.Sprintf("bench %d", i)}.Config()
-			stamps[keySource] = "template:" + buildtest.BusyBox
+			stamps[instance.KeyMCPSource] = "template:" + buildtest.BusyBox
 			errs <- m.Branch(ctx, instance.BranchOptions{Name: fmt.Sprintf("mcp-test-busybox-bench-%03d", i), From: buildtest.BusyBox, Owner: owner, Config: stamps})
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -40,7 +41,7 @@ func TestCrashReplay(t *testing.T) {
 	a := e.start(sessionOptions{})
 	reserved := ""
 	pending := a.callAsync("create_instance", create)
-	waitFor(t, "the keyed instance to be reserved", time.Minute, func() bool {
+	incustest.WaitFor(t, "the keyed instance to be reserved", time.Minute, func() bool {
 		for _, name := range e.mcpInstances() {
 			if e.instanceConfig(name)[instance.KeyMCPIdempotencyKey] == "job-17:create" {
 				reserved = name
@@ -51,7 +52,7 @@ func TestCrashReplay(t *testing.T) {
 	})
 	a.kill()
 	<-pending
-	if state := e.instanceConfig(reserved)[keyState]; state != stateCreating {
+	if state := e.instanceConfig(reserved)[instance.KeyMCPState]; state != stateCreating {
 		t.Logf("the kill came after the instance was ready (state %q); the repeat must replay all the same", state)
 	}
 
@@ -65,7 +66,7 @@ func TestCrashReplay(t *testing.T) {
 		t.Fatalf("instances after the repeat: %v", names)
 	}
 	cfg := e.instanceConfig(reserved)
-	if cfg[keyState] != "" || cfg[instance.KeyMCPSession] != b.sessionID() || cfg[instance.KeyMCPOrphaned] != "" {
+	if cfg[instance.KeyMCPState] != "" || cfg[instance.KeyMCPSession] != b.sessionID() || cfg[instance.KeyMCPOrphaned] != "" {
 		t.Errorf("after the repeat the stamps are %v", cfg)
 	}
 	b.ok("exec", map[string]any{"instance": reserved, "command": "true"}, nil)
@@ -81,7 +82,7 @@ func TestCrashReplay(t *testing.T) {
 	run := map[string]any{"instance": reserved, "command": "sleep 20; echo finished", "background": true, "idempotency_key": "job-17:run"}
 	pending = b.callAsync("exec", run)
 	taskID := ""
-	waitFor(t, "the task record", time.Minute, func() bool {
+	incustest.WaitFor(t, "the task record", time.Minute, func() bool {
 		res, err := e.client.Exec(e.ctx(), reserved, execAsRoot("ls /home/agent/.isx-mcp/tasks 2>/dev/null"))
 		if err != nil {
 			return false

@@ -10,8 +10,11 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Commands run as the agent user in its home, as isx shell does.
@@ -23,56 +26,52 @@ const (
 
 // ExecArgs are exec's arguments.
 type ExecArgs struct {
-	Instance       string            `json:"instance" jsonschema:"an MCP instance this session holds, running"`
+	Instance       InstanceName      `json:"instance" jsonschema:"an MCP instance this session holds, running"`
 	Command        string            `json:"command" jsonschema:"a shell command line, run with /bin/sh -c as the agent user"`
 	Cwd            string            `json:"cwd,omitempty" jsonschema:"absolute working directory in the instance (default /home/agent)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables to add"`
-	Stdin          string            `json:"stdin,omitempty" jsonschema:"text given to the command's standard input (at most 1 MiB; foreground only)"`
-	TimeoutSeconds *int              `json:"timeout_seconds,omitempty" jsonschema:"foreground only: kill the command after this many seconds (1-3600, default 600)"`
-	MaxOutputBytes *int              `json:"max_output_bytes,omitempty" jsonschema:"foreground only: keep at most this many bytes of each of stdout and stderr (1-1048576, default 32768)"`
+	Stdin          string            `json:"stdin,omitempty" jsonschema:"text given to the command's standard input (at most 1 MiB; foreground only)" maxLength:"1048576"`
+	TimeoutSeconds *int              `json:"timeout_seconds,omitempty" jsonschema:"foreground only: kill the command after this many seconds (1-3600, default 600)" minimum:"1" maximum:"3600"`
+	MaxOutputBytes *int              `json:"max_output_bytes,omitempty" jsonschema:"foreground only: keep at most this many bytes of each of stdout and stderr (1-1048576, default 32768)" minimum:"1" maximum:"1048576"`
 	Background     bool              `json:"background,omitempty" jsonschema:"run it as a task and return at once with its task_id"`
-	IdempotencyKey *string           `json:"idempotency_key,omitempty" jsonschema:"background only: 1-64 of A-Za-z0-9._:-; a repeat returns the task the key made, with replayed: true"`
+	IdempotencyKey *IdempotencyKey   `json:"idempotency_key,omitempty" jsonschema:"background only: 1-64 of A-Za-z0-9._:-; a repeat returns the task the key made, with replayed: true"`
 }
 
-func (a *ExecArgs) validate() *Refusal {
+// Validate checks what the schema cannot say: sizes in bytes (the schema
+// counts characters), NUL bytes, the working directory and environment,
+// and which arguments go with background.
+func (a *ExecArgs) Validate() error {
 	switch {
 	case strings.TrimSpace(a.Command) == "":
-		return refusef(CodeInvalidArgument, "command is empty")
-	case len(a.Command) > maxCommandBytes:
-		return refusef(CodeInvalidArgument, "command is %d bytes; at most %d are accepted: write a long script to a file in the instance and run that", len(a.Command), maxCommandBytes)
+		return invalid("command is empty")
+	case len(a.Command) > task.MaxCommandBytes:
+		return invalid("command is %d bytes; at most %d are accepted: write a long script to a file in the instance and run that", len(a.Command), task.MaxCommandBytes)
 	case strings.ContainsRune(a.Command, 0):
-		return refusef(CodeInvalidArgument, "command holds a NUL byte")
-	case len(a.Stdin) > maxStdinBytes:
-		return refusef(CodeInvalidArgument, "stdin is %d bytes; at most 1 MiB is accepted", len(a.Stdin))
+		return invalid("command holds a NUL byte")
+	case len(a.Stdin) > incus.MaxStdinBytes:
+		return invalid("stdin is %d bytes; at most 1 MiB is accepted", len(a.Stdin))
 	}
-	if r := checkInstanceName("instance", a.Instance); r != nil {
-		return r
+	if err := checkCwd(a.Cwd); err != nil {
+		return err
 	}
-	if r := checkCwd(a.Cwd); r != nil {
-		return r
-	}
-	if r := checkEnv(a.Env); r != nil {
-		return r
+	if err := checkEnv(a.Env); err != nil {
+		return err
 	}
 	if a.Background {
 		switch {
 		case a.Stdin != "":
-			return refusef(CodeInvalidArgument, "stdin is for foreground commands; a background task reads no input")
+			return invalid("stdin is for foreground commands; a background task reads no input")
 		case a.TimeoutSeconds != nil:
-			return refusef(CodeInvalidArgument, "timeout_seconds is for foreground commands; a background task runs until it ends or cancel_task stops it")
+			return invalid("timeout_seconds is for foreground commands; a background task runs until it ends or cancel_task stops it")
 		case a.MaxOutputBytes != nil:
-			return refusef(CodeInvalidArgument, "max_output_bytes is for foreground commands; give max_bytes to task_result instead")
+			return invalid("max_output_bytes is for foreground commands; give max_bytes to task_result instead")
 		}
-		return checkKey(a.IdempotencyKey)
+		return nil
 	}
 	if a.IdempotencyKey != nil {
-		return refusef(CodeInvalidArgument, "idempotency_key is for background: true only; a foreground command is simply run again")
+		return invalid("idempotency_key is for background: true only; a foreground command is simply run again")
 	}
-	if _, r := bounded("timeout_seconds", a.TimeoutSeconds, 1, maxTimeout, defaultTimeout); r != nil {
-		return r
-	}
-	_, r := bounded("max_output_bytes", a.MaxOutputBytes, 1, maxOutput, defaultOutput)
-	return r
+	return nil
 }
 
 // ExecResult is exec's structured result: a foreground command's outcome,
@@ -98,13 +97,14 @@ type ExecResult struct {
 	Replayed *bool     `json:"replayed,omitempty"`
 }
 
-// execOutputSchema lists exactly one of the two shapes exec answers with.
-func execOutputSchema() *jsonschema.Schema {
-	fg := schemaFor[foregroundShape]()
-	bg := schemaFor[backgroundShape]()
-	property(fg, "background").Const = ptr[any](false)
-	property(bg, "background").Const = ptr[any](true)
-	return &jsonschema.Schema{Type: "object", OneOf: []*jsonschema.Schema{fg, bg}}
+// execOutputSchema lists exactly one of the two shapes exec answers with,
+// in place of the one ExecResult's optional fields describe.
+func execOutputSchema(in, _ *jsonschema.Schema) (*jsonschema.Schema, *jsonschema.Schema) {
+	fg := mcpkit.SchemaFor[foregroundShape](schemaTypes...)
+	bg := mcpkit.SchemaFor[backgroundShape](schemaTypes...)
+	mcpkit.Property(fg, "background").Const = ptr[any](false)
+	mcpkit.Property(bg, "background").Const = ptr[any](true)
+	return in, &jsonschema.Schema{Type: "object", OneOf: []*jsonschema.Schema{fg, bg}}
 }
 
 // foregroundShape and backgroundShape describe ExecResult's two forms for
@@ -133,19 +133,29 @@ type backgroundShape struct {
 	Replayed   bool      `json:"replayed" jsonschema:"the key had already made this task: nothing new was started"`
 }
 
+var execTool = newTool[ExecArgs, ExecResult](mcpkit.Spec{
+	Name: "exec", Annotations: acting(false), Shape: execOutputSchema,
+	Description: "Run a shell command in a running instance this session holds, as the agent user (default cwd /home/agent). In the foreground it returns exit_code, stdout and stderr; a client's cancel kills it in the instance. With background: true it becomes a task and returns its task_id at once (idempotency_key makes a repeat return the same task)." + untrusted,
+})
+
+func (s *Server) addExecTools() {
+	addTool(s, execTool, s.exec)
+}
+
 func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, string, error) {
 	if args.Background {
 		return s.execBackground(ctx, c, args)
 	}
-	if _, _, refusal := s.heldRunning(ctx, args.Instance); refusal != nil {
+	name := string(args.Instance)
+	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
 		return ExecResult{}, "", refusal
 	}
-	timeout, _ := bounded("timeout_seconds", args.TimeoutSeconds, 1, maxTimeout, defaultTimeout)
-	limit, _ := bounded("max_output_bytes", args.MaxOutputBytes, 1, maxOutput, defaultOutput)
-	res, err := s.opts.Client.Exec(ctx, args.Instance, incus.ExecRequest{
+	timeout := orDefault(args.TimeoutSeconds, defaultTimeout)
+	limit := orDefault(args.MaxOutputBytes, defaultOutput)
+	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
 		Command:        []string{"/bin/sh", "-c", args.Command},
 		Env:            agentEnv(args.Env),
-		Cwd:            orDefault(args.Cwd, agentHome),
+		Cwd:            orHome(args.Cwd),
 		UID:            agentUID,
 		GID:            agentGID,
 		Stdin:          []byte(args.Stdin),
@@ -153,11 +163,11 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		MaxOutputBytes: int64(limit),
 	})
 	if err != nil && (res == nil || !res.Cancelled) {
-		return ExecResult{}, "", execRefusal(args.Instance, err)
+		return ExecResult{}, "", execRefusal(name, err)
 	}
 	stdout, stderr := strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), strings.ToValidUTF8(string(res.Stderr), "\uFFFD")
 	out := ExecResult{
-		Instance: args.Instance, ExitCode: ptr(res.ExitCode), DurationMS: ptr(res.Duration.Milliseconds()),
+		Instance: name, ExitCode: ptr(res.ExitCode), DurationMS: ptr(res.Duration.Milliseconds()),
 		TimedOut: ptr(res.TimedOut), Cancelled: ptr(res.Cancelled), Stdout: &stdout, Stderr: &stderr,
 		StdoutBytes: ptr(res.StdoutBytes), StderrBytes: ptr(res.StderrBytes), Truncated: ptr(res.Truncated),
 	}
@@ -183,11 +193,11 @@ func agentEnv(extra map[string]string) map[string]string {
 	return env
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
+func orHome(cwd string) string {
+	if cwd == "" {
+		return agentHome
 	}
-	return s
+	return cwd
 }
 
 func execText(out ExecResult, res *incus.ExecResult) string {
@@ -218,10 +228,7 @@ func execText(out ExecResult, res *incus.ExecResult) string {
 // when its session ended (ISX-161, ISX-162), and is refused when the key
 // made a task in another instance (ISX-166).
 func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (ExecResult, string, error) {
-	name, key := args.Instance, ""
-	if args.IdempotencyKey != nil {
-		key = *args.IdempotencyKey
-	}
+	name, key := string(args.Instance), keyOf(args.IdempotencyKey)
 	defer s.keys.lock("task:" + key)()
 	views, err := s.userInstances(ctx)
 	if err != nil {
@@ -263,7 +270,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 			// The key is reserved on the instance before the task is made,
 			// so a repeat after a crash in between finds it.
 			if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-				return map[string]string{keyTaskKeys: withWord(v.inst.Config[keyTaskKeys], key)}, nil
+				return map[string]string{instance.KeyMCPTaskKeys: withWord(v.stamps.MCP.TaskKeys, key)}, nil
 			}); err != nil {
 				release()
 				return ExecResult{}, "", err
@@ -281,7 +288,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 	info := started.Status
 	if info.State == task.StateRunning {
 		if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{keyRunning: withWord(v.inst.Config[keyRunning], info.ID)}, nil
+			return map[string]string{instance.KeyMCPRunning: withWord(v.stamps.MCP.Running, info.ID)}, nil
 		}); err != nil {
 			s.warnf("recording running task %s of %s: %v", info.ID, name, err)
 		}
@@ -301,7 +308,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool, err error) error {
 	refusal := asRefusal(err).on(name, "")
 	definite := false
-	switch task.CodeOf(err) {
+	switch coded.CodeOf(err) {
 	case task.CodeInternal:
 		refusal.Code, definite = CodeTaskFailed, true
 		refusal.Message = "the task could not be started in the instance: " + refusal.Message
@@ -310,7 +317,7 @@ func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool,
 	}
 	if definite && key != "" && !repeat {
 		if _, clearErr := s.update(context.WithoutCancel(ctx), name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{keyTaskKeys: withoutWords(v.inst.Config[keyTaskKeys], key)}, nil
+			return map[string]string{instance.KeyMCPTaskKeys: withoutWords(v.stamps.MCP.TaskKeys, key)}, nil
 		}); clearErr != nil {
 			s.warnf("freeing idempotency key %q on %s: %v", key, name, clearErr)
 		}
@@ -381,7 +388,7 @@ func (s *Server) refreshRunning(ctx context.Context, views []mcpView) ([]mcpView
 			if len(gone) == 0 {
 				return nil, nil
 			}
-			return map[string]string{keyRunning: withoutWords(v.inst.Config[keyRunning], gone...)}, nil
+			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, gone...)}, nil
 		})
 		if err != nil {
 			return nil, err
@@ -401,7 +408,7 @@ func (s *Server) noLongerRunning(ctx context.Context, name, taskID string) {
 			if !slices.Contains(v.running, taskID) {
 				return nil, nil
 			}
-			return map[string]string{keyRunning: withoutWords(v.inst.Config[keyRunning], taskID)}, nil
+			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, taskID)}, nil
 		})
 		if err != nil && !errors.Is(err, incus.ErrNotFound) {
 			s.warnf("updating the running tasks of %s: %v", name, err)

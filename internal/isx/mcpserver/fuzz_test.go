@@ -122,3 +122,43 @@ func FuzzMCPYAML(f *testing.F) {
 		}
 	})
 }
+
+// A refusal of arguments names the argument at fault and what is wrong
+// with it, whether the schema or a Validate method caught it.
+func TestArgumentRefusalsNameTheArgument(t *testing.T) {
+	s := offlineServer(t)
+	cases := []struct{ tool, raw, want string }{
+		{"create_instance", `{"template":"tpl-a","name_hint":"Not_OK"}`, `name_hint "Not_OK" is not allowed`},
+		{"create_instance", `{"template":"tpl-a","purpose":"two\nlines"}`, "purpose must be one line"},
+		{"create_instance", `{"template":"tpl-a","purpose":"` + strings.Repeat("é", 201) + `"}`, "purpose is 201 characters long"},
+		{"create_instance", `{"template":"tpl-a","from_instance":"mcp-a"}`, "not both"},
+		{"create_instance", `{}`, "give template"},
+		{"create_instance", `{"template":"tpl-a","max_turns":3}`, "max_turns no longer exists"},
+		{"exec", `{"instance":"mcp-a","command":"x","timeout_seconds":"soon"}`, "timeout_seconds must be a whole number"},
+		{"exec", `{"instance":"mcp-a","command":"x","timeout_seconds":3601}`, "timeout_seconds is 3601; give at most 3600"},
+		{"exec", `{"instance":"mcp-a-","command":"x"}`, `instance "mcp-a-" is not allowed`},
+		{"exec", `{"instance":"mcp-a","command":"x","idempotency_key":"k"}`, "idempotency_key is for background"},
+		{"exec", `{"instance":"mcp-a","command":"x","background":true,"idempotency_key":"a b"}`, `idempotency_key "a b" is not allowed`},
+		{"exec", `{"instance":"mcp-a","command":"x","env":{"1BAD":"x"}}`, `env name "1BAD" is not allowed`},
+		{"exec", `{"instance":"mcp-a","command":"x","cwd":"rel"}`, `cwd "rel" must be an absolute path`},
+		{"exec", `{"instance":"mcp-a","command":"  "}`, "command is empty"},
+		{"exec", `{"instance":"mcp-a","command":"x","shell":"bash"}`, `no argument "shell"`},
+		{"task_status", `{"instance":"mcp-a","task_id":"t-1"}`, `task_id "t-1" is not allowed`},
+		{"task_result", `{"instance":"mcp-a","task_id":"t-abcdefghij","max_bytes":0}`, "max_bytes is 0; give at least 1"},
+		{"wait_any", `{"tasks":[]}`, "tasks has 0 items; at least 1 are required"},
+		{"wait_any", `{"tasks":[{"instance":"mcp-a","task_id":"x"}]}`, `tasks[0].task_id "x" is not allowed`},
+		{"stop_instance", `{"instance":"mcp-a","force":"yes"}`, "force must be true or false"},
+	}
+	for _, c := range cases {
+		err := s.Decode(c.tool, json.RawMessage(c.raw))
+		var refusal *Refusal
+		if !errors.As(err, &refusal) || refusal.Code != CodeInvalidArgument || !strings.Contains(refusal.Message, c.want) {
+			t.Errorf("%s(%s) = %v, want invalid_argument saying %q", c.tool, c.raw, err, c.want)
+		}
+	}
+	for _, raw := range []string{`{"instance":"mcp-dev-work-abcde","command":"make"}`, `{"instance":"a","command":"x","background":true,"idempotency_key":"job-1"}`} {
+		if err := s.Decode("exec", json.RawMessage(raw)); err != nil {
+			t.Errorf("exec(%s) = %v", raw, err)
+		}
+	}
+}

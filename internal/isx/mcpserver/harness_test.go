@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	schemavalidator "github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/build"
@@ -29,9 +25,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 // binary is cmd/isx, built once, on first use (fuzz workers never need
 // it): the tests talk to the real program over a real stdio pipe, as
@@ -64,18 +59,18 @@ func isxBinary(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	shared.mu.Lock()
-	if shared.project != "" {
-		if err := incustest.RemoveProject(incustest.Client(), shared.project); err != nil {
-			fmt.Fprintf(os.Stderr, "removing %s: %v\n", shared.project, err)
+	incustest.Main(m, func() {
+		shared.mu.Lock()
+		if shared.project != "" {
+			if err := incustest.RemoveProject(incustest.Client(), shared.project); err != nil {
+				fmt.Fprintf(os.Stderr, "removing %s: %v\n", shared.project, err)
+			}
 		}
-	}
-	shared.mu.Unlock()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
-	os.Exit(code)
+		shared.mu.Unlock()
+		if binary.dir != "" {
+			os.RemoveAll(binary.dir)
+		}
+	})
 }
 
 func goTool() string {
@@ -251,9 +246,14 @@ type session struct {
 	stderr  *syncBuffer
 	notes   chan TaskChanged
 	tools   map[string]*mcp.Tool
-	schemas map[string]*schemavalidator.Schema
+	schemas map[string]*mcpkit.Validator
 	closed  bool
 	id      string
+
+	// malformed are notifications that broke the protocol of
+	// TaskChangedMethod; close fails the test with them.
+	mu        sync.Mutex
+	malformed []string
 }
 
 type syncBuffer struct {
@@ -292,7 +292,8 @@ func (e *env) start(opts sessionOptions) *session {
 		caps.Experimental = map[string]any{TaskChangedCapability: map[string]any{}}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: opts.name, Version: "1.0"}, &mcp.ClientOptions{Capabilities: caps})
-	transport := &noticingTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 20 * time.Second}, notes: s.notes}
+	transport := mcpkit.NewListener(&mcp.CommandTransport{Command: cmd, TerminateDuration: 20 * time.Second},
+		map[string]func(json.RawMessage){TaskChangedMethod: s.heard})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: opts.protocol})
@@ -317,33 +318,15 @@ func (s *session) loadTools() {
 		s.t.Fatalf("tools/list: %v", err)
 	}
 	s.tools = map[string]*mcp.Tool{}
-	s.schemas = map[string]*schemavalidator.Schema{}
+	s.schemas = map[string]*mcpkit.Validator{}
 	for _, tool := range list.Tools {
 		s.tools[tool.Name] = tool
-		s.schemas[tool.Name] = compileSchema(s.t, tool.Name, tool.OutputSchema)
+		validator, err := mcpkit.Compile(tool.OutputSchema)
+		if err != nil {
+			s.t.Fatalf("compiling the output schema of %s: %v", tool.Name, err)
+		}
+		s.schemas[tool.Name] = validator
 	}
-}
-
-func compileSchema(t testing.TB, name string, schema any) *schemavalidator.Schema {
-	t.Helper()
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := schemavalidator.NewCompiler()
-	url := "mem://" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	compiled, err := c.Compile(url)
-	if err != nil {
-		t.Fatalf("compiling the output schema of %s: %v", name, err)
-	}
-	return compiled
 }
 
 // close ends the session cleanly (stdin closed) and waits for the server.
@@ -355,13 +338,18 @@ func (s *session) close() {
 	if err := s.cs.Close(); err != nil && !strings.Contains(err.Error(), "signal: killed") {
 		s.t.Logf("closing the session: %v", err)
 	}
-	s.checkStderr()
+	s.checkServer()
 }
 
-// checkStderr fails the test when the server reported a data race (tests
-// run under GOFLAGS=-race build the server with the detector too) or a
-// panic.
-func (s *session) checkStderr() {
+// checkServer fails the test when the server sent a malformed task
+// notification, or reported a data race (tests run under GOFLAGS=-race
+// build the server with the detector too) or a panic.
+func (s *session) checkServer() {
+	s.mu.Lock()
+	for _, problem := range s.malformed {
+		s.t.Errorf("isx mcp sent %s", problem)
+	}
+	s.mu.Unlock()
 	if out := s.stderr.String(); strings.Contains(out, "DATA RACE") || strings.Contains(out, "panic:") {
 		s.t.Errorf("isx mcp reported:\n%s", out)
 	}
@@ -375,13 +363,16 @@ func (s *session) kill() {
 	}
 	s.cmd.Process.Wait() //nolint:errcheck // reaped so its pid is gone
 	s.closed = true
-	s.checkStderr()
+	s.checkServer()
 	go s.cs.Close()
 }
 
 // sessionID is the server's session id.
 func (s *session) sessionID() string { return s.id }
 
+// call calls a tool. Every result that is not a refusal has its
+// structuredContent validated against the tool's listed outputSchema
+// (ISX-115) and text for the model (ISX-116).
 func (s *session) call(tool string, args any) *mcp.CallToolResult {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -390,12 +381,31 @@ func (s *session) call(tool string, args any) *mcp.CallToolResult {
 	if err != nil {
 		s.t.Fatalf("%s: %v\nserver stderr:\n%s", tool, err, s.stderr.String())
 	}
+	if !res.IsError {
+		s.checkResult(tool, res)
+	}
 	return res
 }
 
-// ok calls a tool, requires success, validates structuredContent against
-// the tool's listed outputSchema (ISX-115), requires text for the model
-// (ISX-116), and decodes the structured result into out (when not nil).
+func (s *session) checkResult(tool string, res *mcp.CallToolResult) {
+	s.t.Helper()
+	if res.StructuredContent == nil {
+		s.t.Fatalf("%s: no structuredContent", tool)
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.schemas[tool].ValidateJSON(raw); err != nil {
+		s.t.Fatalf("%s: structuredContent does not match its outputSchema: %v\n%s", tool, err, raw)
+	}
+	if strings.TrimSpace(resultText(res)) == "" {
+		s.t.Fatalf("%s: no text content for the model", tool)
+	}
+}
+
+// ok calls a tool, requires success (validated by call), and decodes the
+// structured result into out (when not nil).
 func (s *session) ok(tool string, args any, out any) map[string]any {
 	s.t.Helper()
 	res := s.call(tool, args)
@@ -409,22 +419,9 @@ func (s *session) ok(tool string, args any, out any) map[string]any {
 	if res.IsError {
 		s.t.Fatalf("%s(%v) was refused: %s\nserver stderr:\n%s", tool, args, resultText(res), s.stderr.String())
 	}
-	if res.StructuredContent == nil {
-		s.t.Fatalf("%s: no structuredContent", tool)
-	}
 	raw, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		s.t.Fatal(err)
-	}
-	doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.schemas[tool].Validate(doc); err != nil {
-		s.t.Fatalf("%s: structuredContent does not match its outputSchema: %v\n%s", tool, err, raw)
-	}
-	if strings.TrimSpace(resultText(res)) == "" {
-		s.t.Fatalf("%s: no text content for the model", tool)
 	}
 	if out != nil {
 		reflect.ValueOf(out).Elem().SetZero()
@@ -486,63 +483,32 @@ func resultText(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// noticingTransport hands the test the server's task notifications, which
-// the go-sdk client has no handler for.
-type noticingTransport struct {
-	inner mcp.Transport
-	notes chan TaskChanged
-}
-
-func (t *noticingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
+// heard takes a task notification, which the go-sdk client has no handler
+// for, and hands it to the test. It runs on the connection's read loop, so
+// it never blocks and never fails the test itself.
+func (s *session) heard(params json.RawMessage) {
+	var change TaskChanged
+	if err := json.Unmarshal(params, &change); err != nil {
+		s.noteMalformed(fmt.Sprintf("a malformed task notification %s: %v", params, err))
+		return
 	}
-	return &noticingConn{Connection: conn, notes: t.notes}, nil
-}
-
-type noticingConn struct {
-	mcp.Connection
-	notes chan TaskChanged
-}
-
-func (c *noticingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	for {
-		msg, err := c.Connection.Read(ctx)
-		if err != nil {
-			return nil, err
+	var raw map[string]any
+	if json.Unmarshal(params, &raw) == nil {
+		if _, has := raw["exit_code"]; has && change.State != TaskFinished && change.State != TaskAttached {
+			s.noteMalformed(fmt.Sprintf("a notification that is not finished carrying exit_code: %s", params))
+			return
 		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.Method != TaskChangedMethod {
-			return msg, nil
-		}
-		var change TaskChanged
-		if err := json.Unmarshal(req.Params, &change); err != nil {
-			return nil, fmt.Errorf("a malformed task notification %s: %w", req.Params, err)
-		}
-		var raw map[string]any
-		if json.Unmarshal(req.Params, &raw) == nil {
-			if _, has := raw["exit_code"]; has && change.State != TaskFinished && change.State != TaskAttached {
-				return nil, errors.New("a notification that is not finished carries exit_code")
-			}
-		}
-		select {
-		case c.notes <- change:
-		default:
-		}
+	}
+	select {
+	case s.notes <- change:
+	default:
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+func (s *session) noteMalformed(problem string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.malformed = append(s.malformed, problem)
 }
 
 // execIn runs a command in an instance as root, for checks and set-up.

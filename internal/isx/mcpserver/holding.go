@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
@@ -18,11 +20,9 @@ import (
 // were decided on, followed by a fresh read to see the change stuck (mark,
 // re-read, act): of two sessions racing for an instance exactly one wins.
 
-// lookup reads an MCP instance of this host user.
+// lookup reads an MCP instance of this host user. name was checked
+// against InstanceName's schema when the call's arguments were decoded.
 func (s *Server) lookup(ctx context.Context, name string) (mcpView, string, *Refusal) {
-	if refusal := checkInstanceName("instance", name); refusal != nil {
-		return mcpView{}, "", refusal
-	}
 	inst, etag, err := s.opts.Client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
 		return mcpView{}, "", notMCP(name)
@@ -93,7 +93,7 @@ func (s *Server) update(ctx context.Context, name string, change func(v mcpView)
 		if err != nil || len(changes) == 0 {
 			return v, err
 		}
-		err = patch(ctx, s.opts.Client, name, etag, changes)
+		err = s.stamper().patch(ctx, name, etag, changes)
 		if errors.Is(err, incus.ErrConflict) {
 			continue
 		}
@@ -116,20 +116,30 @@ func (s *Server) update(ctx context.Context, name string, change func(v mcpView)
 // running on the instance (a start, a stop) to end.
 const busyWait = 30 * time.Second
 
+// stamper writes an instance's stamps with guarded PATCHes, waiting on its
+// clock while Incus is busy with the instance. The server and the sweep
+// share it.
+type stamper struct {
+	client *incus.Client
+	clock  clock.Clock
+}
+
+func (s *Server) stamper() stamper { return stamper{client: s.opts.Client, clock: s.opts.Clock} }
+
 // patch writes config keys guarded by etag. While Incus runs another
 // operation on the instance (it answers "Instance is busy running a …
 // operation") it waits and tries again.
-func patch(ctx context.Context, c *incus.Client, name, etag string, changes map[string]string) error {
-	deadline := time.Now().Add(busyWait)
+func (st stamper) patch(ctx context.Context, name, etag string, changes map[string]string) error {
+	deadline := st.clock.Now().Add(busyWait)
 	for {
-		err := c.PatchInstance(ctx, name, etag, incus.InstancePatch{Config: changes})
-		if !instanceBusy(err) || time.Now().After(deadline) {
+		err := st.client.PatchInstance(ctx, name, etag, incus.InstancePatch{Config: changes})
+		if !instanceBusy(err) || st.clock.Now().After(deadline) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(100 * time.Millisecond):
+		case <-st.clock.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -164,9 +174,9 @@ func (s *Server) takeOver(ctx context.Context, name string, fromLive bool) (mcpV
 			instance.KeyMCPDormant:  "",
 		}
 		if v.state == stateDestroying || v.state == stateStopping {
-			changes[keyState] = "" // a dead session's unfinished mark
+			changes[instance.KeyMCPState] = "" // a dead session's unfinished mark
 		}
-		err := patch(ctx, s.opts.Client, name, etag, changes)
+		err := s.stamper().patch(ctx, name, etag, changes)
 		if errors.Is(err, incus.ErrConflict) {
 			continue
 		}
@@ -191,13 +201,13 @@ func (s *Server) takeOver(ctx context.Context, name string, fromLive bool) (mcpV
 // mark stuck, and only then acts. Nobody else adopts or acts on a marked
 // instance while this session lives.
 func (s *Server) markAndAct(ctx context.Context, name, mark string, allow func(v mcpView) *Refusal, act func() error) error {
-	return markAndAct(ctx, s.opts.Client, s.opts.Session, name, mark, allow, act)
+	return s.stamper().markAndAct(ctx, s.opts.Session, name, mark, allow, act)
 }
 
-func markAndAct(ctx context.Context, c *incus.Client, session, name, mark string, allow func(v mcpView) *Refusal, act func() error) error {
+func (st stamper) markAndAct(ctx context.Context, session, name, mark string, allow func(v mcpView) *Refusal, act func() error) error {
 	value := mark + " " + session
 	for range maxAttempts {
-		inst, etag, err := c.GetInstance(ctx, name)
+		inst, etag, err := st.client.GetInstance(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -205,18 +215,18 @@ func markAndAct(ctx context.Context, c *incus.Client, session, name, mark string
 		if refusal := allow(v); refusal != nil {
 			return refusal
 		}
-		err = patch(ctx, c, name, etag, map[string]string{keyState: value})
+		err = st.patch(ctx, name, etag, map[string]string{instance.KeyMCPState: value})
 		if errors.Is(err, incus.ErrConflict) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		again, _, err := c.GetInstance(ctx, name)
+		again, _, err := st.client.GetInstance(ctx, name)
 		if err != nil {
 			return err
 		}
-		if again.Config[keyState] != value {
+		if instance.ParseStamps(again.Config).MCP.State != value {
 			continue
 		}
 		return act()
@@ -246,20 +256,37 @@ func userInstances(ctx context.Context, c *incus.Client, owner string) ([]mcpVie
 
 // noticeOrphans stamps instances whose holder died as orphaned, so their
 // grace period starts when the death was first noticed.
-func noticeOrphans(ctx context.Context, c *incus.Client, views []mcpView, now func() string) error {
+func (st stamper) noticeOrphans(ctx context.Context, views []mcpView) error {
+	return st.stampOrphans(ctx, slices.DeleteFunc(slices.Clone(views), func(v mcpView) bool {
+		m := v.stamps.MCP
+		return m.Orphaned != "" || m.Session == "" || SessionAlive(m.Session)
+	}))
+}
+
+// releaseAll stamps every instance this session holds as orphaned: what a
+// clean end of the session does (it never destroys anything).
+func (s *Server) releaseAll(ctx context.Context) error {
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return err
+	}
+	return s.stamper().stampOrphans(ctx, slices.DeleteFunc(views, func(v mcpView) bool {
+		return v.stamps.MCP.Session != s.opts.Session || v.stamps.MCP.Orphaned != ""
+	}))
+}
+
+// stampOrphans stamps each instance orphaned by the session holding it,
+// all at once.
+func (st stamper) stampOrphans(ctx context.Context, views []mcpView) error {
+	at := st.clock.Now()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
 	for _, v := range views {
-		m := v.stamps.MCP
-		if m.Orphaned != "" || m.Session == "" || SessionAlive(m.Session) {
-			continue
-		}
 		wg.Go(func() {
-			err := stampOrphaned(ctx, c, v.inst.Name, m.Session, now())
-			if err != nil {
+			if err := st.stampOrphaned(ctx, v.inst.Name, v.stamps.MCP.Session, at); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -270,11 +297,11 @@ func noticeOrphans(ctx context.Context, c *incus.Client, views []mcpView, now fu
 	return errors.Join(errs...)
 }
 
-// stampOrphaned marks an instance orphaned by session, if that session
-// still holds it and it is not stamped already.
-func stampOrphaned(ctx context.Context, c *incus.Client, name, session, at string) error {
+// stampOrphaned marks an instance orphaned by session at the time given,
+// if that session still holds it and it is not stamped already.
+func (st stamper) stampOrphaned(ctx context.Context, name, session string, at time.Time) error {
 	for range maxAttempts {
-		inst, etag, err := c.GetInstance(ctx, name)
+		inst, etag, err := st.client.GetInstance(ctx, name)
 		if errors.Is(err, incus.ErrNotFound) {
 			return nil
 		}
@@ -285,7 +312,7 @@ func stampOrphaned(ctx context.Context, c *incus.Client, name, session, at strin
 		if m.Session != session || m.Orphaned != "" {
 			return nil
 		}
-		err = patch(ctx, c, name, etag, map[string]string{instance.KeyMCPOrphaned: at + " " + session})
+		err = st.patch(ctx, name, etag, map[string]string{instance.KeyMCPOrphaned: instance.OrphanedValue(at, session)})
 		if errors.Is(err, incus.ErrConflict) {
 			continue
 		}
@@ -297,31 +324,8 @@ func stampOrphaned(ctx context.Context, c *incus.Client, name, session, at strin
 	return fmt.Errorf("instance %s kept changing while isx stamped it orphaned", name)
 }
 
-// releaseAll stamps every instance this session holds as orphaned: what a
-// clean end of the session does (it never destroys anything).
-func (s *Server) releaseAll(ctx context.Context) error {
-	views, err := s.userInstances(ctx)
-	if err != nil {
-		return err
-	}
-	at := formatTime(s.opts.Clock.Now())
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, v := range views {
-		if v.stamps.MCP.Session != s.opts.Session || v.stamps.MCP.Orphaned != "" {
-			continue
-		}
-		wg.Go(func() {
-			if err := stampOrphaned(ctx, s.opts.Client, v.inst.Name, s.opts.Session, at); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+// takenElsewhere is the refusal of a session that lost the instance while
+// it was deciding what to do with it.
+func takenElsewhere(name string) *Refusal {
+	return refusef(CodeNotHeld, "instance %s was taken by another session", name).on(name, "")
 }

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // ListInstancesArgs: list_instances takes no arguments.
@@ -51,6 +53,21 @@ type InstanceTask struct {
 	ExitCode *int      `json:"exit_code,omitempty" jsonschema:"how the run ended, when finished (-1: it ended without recording one)"`
 }
 
+var listInstancesTool = newTool[ListInstancesArgs, ListInstancesResult](mcpkit.Spec{
+	Name: "list_instances", Annotations: readOnly(),
+	Description: "List this host user's MCP instances: those this session holds (creating or ready, with their tasks as this session last saw them), those another live session holds, and orphans that adopt_instance can take back.",
+})
+
+func (s *Server) addInstanceTools() {
+	addTool(s, listInstancesTool, s.listInstances)
+	addTool(s, createInstanceTool, s.createInstance)
+	addTool(s, adoptInstanceTool, s.adoptInstance)
+	addTool(s, keepInstanceTool, s.keepInstance)
+	addTool(s, destroyInstanceTool, s.destroyInstance)
+	addTool(s, stopInstanceTool, s.stopInstance)
+	addTool(s, startInstanceTool, s.startInstance)
+}
+
 func (s *Server) listInstances(ctx context.Context, c *call, _ ListInstancesArgs) (ListInstancesResult, string, error) {
 	views, err := s.userInstances(ctx)
 	if err != nil {
@@ -59,8 +76,7 @@ func (s *Server) listInstances(ctx context.Context, c *call, _ ListInstancesArgs
 	s.work.Go(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		now := func() string { return formatTime(s.opts.Clock.Now()) }
-		if err := noticeOrphans(ctx, s.opts.Client, views, now); err != nil {
+		if err := s.stamper().noticeOrphans(ctx, views); err != nil {
 			s.warnf("stamping orphans: %v", err)
 		}
 	})
@@ -132,39 +148,29 @@ func instancesText(out ListInstancesResult) string {
 
 // CreateInstanceArgs are create_instance's arguments.
 type CreateInstanceArgs struct {
-	Template       string  `json:"template,omitempty" jsonschema:"an approved, built template (see list_templates); give this or from_instance"`
-	FromInstance   string  `json:"from_instance,omitempty" jsonschema:"a stopped instance this session holds, to copy (its task records are not copied)"`
-	NameHint       string  `json:"name_hint,omitempty" jsonschema:"1-16 of a-z, 0-9 and '-': the instance is named mcp-<template>-<hint>-<suffix> (default hint: work)"`
-	Purpose        string  `json:"purpose,omitempty" jsonschema:"one line, at most 200 characters, shown to the user (isx list)"`
-	IdempotencyKey *string `json:"idempotency_key,omitempty" jsonschema:"1-64 of A-Za-z0-9._:-; a repeat returns the instance the key made, with replayed: true"`
+	Template       string          `json:"template,omitempty" jsonschema:"an approved, built template (see list_templates); give this or from_instance"`
+	FromInstance   InstanceName    `json:"from_instance,omitempty" jsonschema:"a stopped instance this session holds, to copy (its task records are not copied)"`
+	NameHint       string          `json:"name_hint,omitempty" jsonschema:"1-16 of a-z, 0-9 and '-': the instance is named mcp-<template>-<hint>-<suffix> (default hint: work)" pattern:"^[a-z0-9-]{1,16}$"`
+	Purpose        string          `json:"purpose,omitempty" jsonschema:"one line, at most 200 characters, shown to the user (isx list)" maxLength:"200"`
+	IdempotencyKey *IdempotencyKey `json:"idempotency_key,omitempty" jsonschema:"1-64 of A-Za-z0-9._:-; a repeat returns the instance the key made, with replayed: true"`
 }
 
-func (a *CreateInstanceArgs) validate() *Refusal {
+// Validate checks what the schema cannot say: exactly one source, and a
+// purpose of one line.
+func (a *CreateInstanceArgs) Validate() error {
 	switch {
 	case a.Template == "" && a.FromInstance == "":
-		return refusef(CodeInvalidArgument, "give template (see list_templates) or from_instance")
+		return invalid("give template (see list_templates) or from_instance")
 	case a.Template != "" && a.FromInstance != "":
-		return refusef(CodeInvalidArgument, "give template or from_instance, not both")
-	case a.FromInstance != "":
-		if r := checkInstanceName("from_instance", a.FromInstance); r != nil {
-			return r
-		}
+		return invalid("give template or from_instance, not both")
 	}
-	if a.NameHint != "" {
-		if r := checkHint(a.NameHint); r != nil {
-			return r
-		}
-	}
-	if r := checkPurpose(a.Purpose); r != nil {
-		return r
-	}
-	return checkKey(a.IdempotencyKey)
+	return checkPurpose(a.Purpose)
 }
 
-// source is what the instance copies, as stamped in keySource.
+// source is what the instance copies, as stamped in instance.KeyMCPSource.
 func (a *CreateInstanceArgs) source() string {
 	if a.FromInstance != "" {
-		return "instance:" + a.FromInstance
+		return "instance:" + string(a.FromInstance)
 	}
 	return "template:" + a.Template
 }
@@ -184,11 +190,13 @@ type CreateInstanceResult struct {
 // defaultHint names an instance create_instance made without a name_hint.
 const defaultHint = "work"
 
+var createInstanceTool = newTool[CreateInstanceArgs, CreateInstanceResult](mcpkit.Spec{
+	Name: "create_instance", Annotations: acting(false),
+	Description: "Make a disposable instance from an approved, built template (or copy a stopped instance this session holds), with the template's defaults (network, credentials, resources), start it and hold it in this session. It is named mcp-<template>-<name_hint>-<suffix>. With idempotency_key, a repeat returns the instance the key made (replayed: true), adopting it if its session ended.",
+})
+
 func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanceArgs) (CreateInstanceResult, string, error) {
-	key := ""
-	if args.IdempotencyKey != nil {
-		key = *args.IdempotencyKey
-	}
+	key := keyOf(args.IdempotencyKey)
 	if args.Template != "" && !c.policy.Approves(args.Template) {
 		return CreateInstanceResult{}, "", notApproved(args.Template, c.policy.Path)
 	}
@@ -221,8 +229,8 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 		Session: s.opts.Session, Owner: s.opts.Owner, Purpose: args.Purpose,
 		Caller: callerOf(c.session), IdempotencyKey: key,
 	}.Config()
-	stamps[keyState] = stateCreating
-	stamps[keySource] = args.source()
+	stamps[instance.KeyMCPState] = stateCreating
+	stamps[instance.KeyMCPSource] = args.source()
 	name, err := s.branch(ctx, from, tpl, hint, key, stamps)
 	if err != nil {
 		var replay *replayInstead
@@ -236,7 +244,7 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 		return CreateInstanceResult{}, "", notFinished(name, key, err)
 	}
 	out := CreateInstanceResult{Instance: name, Template: tpl, Status: "running", State: InstanceReady, Purpose: args.Purpose, IdempotencyKey: key}
-	return out, fmt.Sprintf("Made %s from %s; it is running and held by this session. exec runs commands in it; destroy_instance when done.", name, args.Template+args.FromInstance), nil
+	return out, fmt.Sprintf("Made %s from %s; it is running and held by this session. exec runs commands in it; destroy_instance when done.", name, args.Template+string(args.FromInstance)), nil
 }
 
 func notFinished(name, key string, err error) *Refusal {
@@ -258,28 +266,29 @@ func notFinished(name, key string, err error) *Refusal {
 // fork.
 func (s *Server) creationSource(ctx context.Context, c *call, views []mcpView, args CreateInstanceArgs) (from, tpl string, fork bool, refusal *Refusal) {
 	if args.FromInstance != "" {
-		v, _, refusal := s.held(ctx, args.FromInstance)
+		from := string(args.FromInstance)
+		v, _, refusal := s.held(ctx, from)
 		if refusal != nil {
 			return "", "", false, refusal
 		}
 		if v.inst.Status != incus.StatusStopped {
-			return "", "", false, refusef(CodeWrongState, "instance %s is %s; stop_instance it before copying it", args.FromInstance, strings.ToLower(v.inst.Status)).on(args.FromInstance, "")
+			return "", "", false, refusef(CodeWrongState, "instance %s is %s; stop_instance it before copying it", from, strings.ToLower(v.inst.Status)).on(from, "")
 		}
 		tpl = v.stamps.Template
 		if !c.policy.Approves(tpl) {
-			return "", "", false, refusef(CodeNotApproved, "instance %s was made from template %s, which mcp.yaml no longer approves; ask the user", args.FromInstance, tpl)
+			return "", "", false, refusef(CodeNotApproved, "instance %s was made from template %s, which mcp.yaml no longer approves; ask the user", from, tpl)
 		}
 		set, err := s.opts.Templates()
 		if err != nil {
 			return "", "", false, asRefusal(err)
 		}
 		if err := set.Approvable(tpl); err != nil {
-			return "", "", false, &Refusal{Code: CodeNotApproved, Message: asRefusal(err).Message}
+			return "", "", false, refusef(CodeNotApproved, "%s", asRefusal(err).Message)
 		}
 		if v.stamps.Source == "project-local" {
-			return "", "", false, refusef(CodeNotApproved, "instance %s comes from a project-local build, which can never be used through MCP", args.FromInstance)
+			return "", "", false, refusef(CodeNotApproved, "instance %s comes from a project-local build, which can never be used through MCP", from)
 		}
-		return args.FromInstance, tpl, true, nil
+		return from, tpl, true, nil
 	}
 	tpl = args.Template
 	if !c.policy.Approves(tpl) {
@@ -352,7 +361,7 @@ func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps
 			return name, nil
 		}
 		s.inflight.Delete(name)
-		if instance.CodeOf(err) != instance.CodeExists {
+		if coded.CodeOf(err) != instance.CodeExists {
 			return "", err
 		}
 		if key != "" {
@@ -403,11 +412,11 @@ func keySuffix(owner, key string) string {
 // when the first call was cut short; refused when the repeat asks for
 // something else (ISX-165) or the instance was kept (ISX-169).
 func (s *Server) replayCreate(ctx context.Context, v mcpView, args CreateInstanceArgs) (CreateInstanceResult, string, error) {
-	name, key := v.inst.Name, *args.IdempotencyKey
+	name, key := v.inst.Name, keyOf(args.IdempotencyKey)
 	if v.stamps.MCP.Kept != "" {
 		return CreateInstanceResult{}, "", refusef(CodeWrongState, "idempotency key %q made instance %s, which was kept for the user with keep_instance; look it up with list_instances instead of retrying", key, name).on(name, "")
 	}
-	if was := v.inst.Config[keySource]; was != args.source() {
+	if was := v.stamps.MCP.Source; was != args.source() {
 		return CreateInstanceResult{}, "", refusef(CodeInvalidArgument, "idempotency key %q made instance %s from %s, not from %s; a repeat must ask for the same thing, so use another key for something else",
 			key, name, strings.Replace(was, ":", " ", 1), strings.Replace(args.source(), ":", " ", 1)).on(name, "")
 	}
@@ -427,7 +436,7 @@ func (s *Server) replayCreate(ctx context.Context, v mcpView, args CreateInstanc
 		s.adoptTasks(ctx, v)
 	}
 	if v.creating() {
-		if err := s.finishCreating(ctx, name, strings.HasPrefix(v.inst.Config[keySource], "instance:")); err != nil {
+		if err := s.finishCreating(ctx, name, strings.HasPrefix(v.stamps.MCP.Source, "instance:")); err != nil {
 			return CreateInstanceResult{}, "", notFinished(name, key, err)
 		}
 		inst, _, err := s.opts.Client.GetInstance(ctx, name)
@@ -485,7 +494,7 @@ func (s *Server) finishCreating(ctx context.Context, name string, fork bool) err
 		if !v.creating() {
 			return nil, nil
 		}
-		return map[string]string{keyState: "", keyRunning: "", keyTaskKeys: ""}, nil
+		return map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: "", instance.KeyMCPTaskKeys: ""}, nil
 	})
 	return err
 }
@@ -498,18 +507,14 @@ func (s *Server) answers(ctx context.Context, name string) bool {
 
 // InstanceArgs name one instance.
 type InstanceArgs struct {
-	Instance string `json:"instance" jsonschema:"an MCP instance this session holds"`
+	Instance InstanceName `json:"instance" jsonschema:"an MCP instance this session holds"`
 }
-
-func (a *InstanceArgs) validate() *Refusal { return checkInstanceName("instance", a.Instance) }
 
 // AdoptInstanceArgs are adopt_instance's arguments.
 type AdoptInstanceArgs struct {
-	Instance string `json:"instance" jsonschema:"an orphan (or, with force, an instance another live session holds)"`
-	Force    bool   `json:"force,omitempty" jsonschema:"take it from a live session too; that session's calls on it are then refused"`
+	Instance InstanceName `json:"instance" jsonschema:"an orphan (or, with force, an instance another live session holds)"`
+	Force    bool         `json:"force,omitempty" jsonschema:"take it from a live session too; that session's calls on it are then refused"`
 }
-
-func (a *AdoptInstanceArgs) validate() *Refusal { return checkInstanceName("instance", a.Instance) }
 
 // AdoptInstanceResult is adopt_instance's structured result.
 type AdoptInstanceResult struct {
@@ -522,8 +527,13 @@ type AdoptInstanceResult struct {
 	Tasks           []InstanceTask `json:"tasks" jsonschema:"its tasks as read now (empty while it is stopped)"`
 }
 
+var adoptInstanceTool = newTool[AdoptInstanceArgs, AdoptInstanceResult](mcpkit.Spec{
+	Name: "adopt_instance", Annotations: acting(false),
+	Description: "Take an orphan (an instance whose session ended) into this session, with its tasks. With force: true, take an instance from another live session, which then loses it.",
+})
+
 func (s *Server) adoptInstance(ctx context.Context, _ *call, args AdoptInstanceArgs) (AdoptInstanceResult, string, error) {
-	v, previous, refusal := s.takeOver(ctx, args.Instance, args.Force)
+	v, previous, refusal := s.takeOver(ctx, string(args.Instance), args.Force)
 	if refusal != nil {
 		return AdoptInstanceResult{}, "", refusal
 	}
@@ -569,13 +579,19 @@ type KeepInstanceResult struct {
 	Purpose  string `json:"purpose,omitempty"`
 }
 
+var keepInstanceTool = newTool[InstanceArgs, KeepInstanceResult](mcpkit.Spec{
+	Name: "keep_instance", Annotations: acting(false),
+	Description: "Hand an instance over to the user: it is marked kept, is never destroyed by the orphan sweep and destroy_instance refuses it. Use it for something the user should look at.",
+})
+
 func (s *Server) keepInstance(ctx context.Context, _ *call, args InstanceArgs) (KeepInstanceResult, string, error) {
-	if _, _, refusal := s.held(ctx, args.Instance); refusal != nil {
+	name := string(args.Instance)
+	if _, _, refusal := s.held(ctx, name); refusal != nil {
 		return KeepInstanceResult{}, "", refusal
 	}
-	v, err := s.update(ctx, args.Instance, func(v mcpView) (map[string]string, error) {
+	v, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
 		if v.holdingFor(s.opts.Session) != heldHere {
-			return nil, refusef(CodeNotHeld, "instance %s was taken by another session", args.Instance).on(args.Instance, "")
+			return nil, takenElsewhere(name)
 		}
 		if v.stamps.MCP.Kept != "" {
 			return nil, nil
@@ -585,8 +601,8 @@ func (s *Server) keepInstance(ctx context.Context, _ *call, args InstanceArgs) (
 	if err != nil {
 		return KeepInstanceResult{}, "", err
 	}
-	out := KeepInstanceResult{Instance: args.Instance, Kept: true, Purpose: v.stamps.MCP.Purpose}
-	return out, fmt.Sprintf("%s is kept for the user: the orphan sweep never destroys it and destroy_instance refuses it; the user removes it with `isx destroy %s`.", args.Instance, args.Instance), nil
+	out := KeepInstanceResult{Instance: name, Kept: true, Purpose: v.stamps.MCP.Purpose}
+	return out, fmt.Sprintf("%s is kept for the user: the orphan sweep never destroys it and destroy_instance refuses it; the user removes it with `isx destroy %s`.", name, name), nil
 }
 
 // DestroyInstanceResult is destroy_instance's structured result.
@@ -595,8 +611,13 @@ type DestroyInstanceResult struct {
 	Destroyed bool   `json:"destroyed"`
 }
 
+var destroyInstanceTool = newTool[InstanceArgs, DestroyInstanceResult](mcpkit.Spec{
+	Name: "destroy_instance", Annotations: acting(true),
+	Description: "Destroy an instance this session holds, with everything in it. Kept instances, and instances a person is in, are refused.",
+})
+
 func (s *Server) destroyInstance(ctx context.Context, _ *call, args InstanceArgs) (DestroyInstanceResult, string, error) {
-	name := args.Instance
+	name := string(args.Instance)
 	v, _, refusal := s.lookup(ctx, name)
 	if refusal != nil {
 		return DestroyInstanceResult{}, "", refusal
@@ -610,7 +631,7 @@ func (s *Server) destroyInstance(ctx context.Context, _ *call, args InstanceArgs
 	allow := func(v mcpView) *Refusal {
 		switch {
 		case v.holdingFor(s.opts.Session) != heldHere:
-			return refusef(CodeNotHeld, "instance %s was taken by another session", name).on(name, "")
+			return takenElsewhere(name)
 		case v.stamps.MCP.Kept != "":
 			return refusef(CodeWrongState, "instance %s was kept for the user with keep_instance; only the user destroys it (isx destroy %s)", name, name).on(name, "")
 		case instance.Attended(s.opts.Home, s.opts.Client.ProjectName(), name):
@@ -634,11 +655,9 @@ func (s *Server) destroyInstance(ctx context.Context, _ *call, args InstanceArgs
 
 // StopInstanceArgs are stop_instance's arguments.
 type StopInstanceArgs struct {
-	Instance string `json:"instance" jsonschema:"an MCP instance this session holds"`
-	Force    bool   `json:"force,omitempty" jsonschema:"cancel running tasks first; without it an instance with running tasks is not stopped"`
+	Instance InstanceName `json:"instance" jsonschema:"an MCP instance this session holds"`
+	Force    bool         `json:"force,omitempty" jsonschema:"cancel running tasks first; without it an instance with running tasks is not stopped"`
 }
-
-func (a *StopInstanceArgs) validate() *Refusal { return checkInstanceName("instance", a.Instance) }
 
 // StopInstanceResult is stop_instance's structured result.
 type StopInstanceResult struct {
@@ -651,8 +670,13 @@ type StopInstanceResult struct {
 // before it is killed.
 const stopTimeout = 5 * time.Second
 
+var stopInstanceTool = newTool[StopInstanceArgs, StopInstanceResult](mcpkit.Spec{
+	Name: "stop_instance", Annotations: acting(false),
+	Description: "Stop an instance this session holds. One with running tasks is refused unless force: true, which cancels them first.",
+})
+
 func (s *Server) stopInstance(ctx context.Context, _ *call, args StopInstanceArgs) (StopInstanceResult, string, error) {
-	name := args.Instance
+	name := string(args.Instance)
 	v, _, refusal := s.held(ctx, name)
 	if refusal != nil {
 		return StopInstanceResult{}, "", refusal
@@ -688,7 +712,7 @@ func (s *Server) stopInstance(ctx context.Context, _ *call, args StopInstanceArg
 	}
 	err = s.markAndAct(ctx, name, stateStopping, func(v mcpView) *Refusal {
 		if v.holdingFor(s.opts.Session) != heldHere {
-			return refusef(CodeNotHeld, "instance %s was taken by another session", name).on(name, "")
+			return takenElsewhere(name)
 		}
 		return nil
 	}, func() error {
@@ -699,7 +723,7 @@ func (s *Server) stopInstance(ctx context.Context, _ *call, args StopInstanceArg
 		if v.state != stateStopping {
 			return nil, nil
 		}
-		return map[string]string{keyState: "", keyRunning: ""}, nil
+		return map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: ""}, nil
 	}); clearErr != nil {
 		err = errors.Join(err, clearErr)
 	}
@@ -716,8 +740,13 @@ type StartInstanceResult struct {
 	Status   string `json:"status"`
 }
 
+var startInstanceTool = newTool[InstanceArgs, StartInstanceResult](mcpkit.Spec{
+	Name: "start_instance", Annotations: acting(false),
+	Description: "Start a stopped instance this session holds and wait until it answers.",
+})
+
 func (s *Server) startInstance(ctx context.Context, _ *call, args InstanceArgs) (StartInstanceResult, string, error) {
-	name := args.Instance
+	name := string(args.Instance)
 	v, _, refusal := s.held(ctx, name)
 	if refusal != nil {
 		return StartInstanceResult{}, "", refusal

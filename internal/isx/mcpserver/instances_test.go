@@ -68,8 +68,8 @@ func TestInstanceLifecycle(t *testing.T) {
 		stamps.MCP.Purpose != "#870 implement" || stamps.MCP.Caller != "isxmcp-test/1.0" || stamps.Template != "tpl-test-busybox-child" {
 		t.Errorf("stamps = %+v", stamps)
 	}
-	if cfg[keyState] != "" {
-		t.Errorf("a ready instance still says %q", cfg[keyState])
+	if cfg[instance.KeyMCPState] != "" {
+		t.Errorf("a ready instance still says %q", cfg[instance.KeyMCPState])
 	}
 	if got := stamps.MCP.Label(); got != "held: #870 implement" {
 		t.Errorf("isx list label = %q", got)

@@ -2,16 +2,15 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // TaskChangedMethod is the notification a client that asked for it gets
@@ -43,7 +42,7 @@ type notifier struct {
 
 	mu        sync.Mutex
 	enabled   bool
-	transport *keptTransport
+	transport *mcpkit.Notifier
 	sent      map[string]TaskState // last state sent, by instance/task
 	watching  map[string]bool
 	ctx       context.Context
@@ -56,7 +55,7 @@ func newNotifier(s *Server) *notifier {
 	return &notifier{s: s, sent: map[string]TaskState{}, watching: map[string]bool{}, ctx: ctx, cancel: cancel}
 }
 
-func (n *notifier) attach(t *keptTransport) {
+func (n *notifier) attach(t *mcpkit.Notifier) {
 	n.mu.Lock()
 	n.transport = t
 	n.mu.Unlock()
@@ -113,18 +112,12 @@ func (n *notifier) send(change TaskChanged) {
 		return
 	}
 	n.sent[key] = change.State
-	conn := n.transport.connection()
+	transport := n.transport
 	n.mu.Unlock()
-	if conn == nil {
-		return
-	}
-	params, err := json.Marshal(change)
-	if err != nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	if err := conn.Write(ctx, &jsonrpc.Request{Method: TaskChangedMethod, Params: params}); err != nil && n.ctx.Err() == nil {
+	err := transport.Notify(ctx, TaskChangedMethod, change)
+	if err != nil && !errors.Is(err, mcpkit.ErrNotConnected) && n.ctx.Err() == nil {
 		n.s.warnf("sending a task notification: %v", err)
 	}
 }
@@ -175,7 +168,7 @@ func (n *notifier) waitLoop(instance string) {
 			}
 			select {
 			case <-n.ctx.Done():
-			case <-time.After(time.Second):
+			case <-n.s.opts.Clock.After(time.Second):
 			}
 			continue
 		}
@@ -195,7 +188,7 @@ func (n *notifier) followEvents() {
 			select {
 			case <-n.ctx.Done():
 				return
-			case <-time.After(2 * time.Second):
+			case <-n.s.opts.Clock.After(2 * time.Second):
 				continue
 			}
 		}

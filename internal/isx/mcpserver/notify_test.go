@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 func nextNote(t *testing.T, s *session, within time.Duration) TaskChanged {
@@ -91,9 +92,16 @@ func TestTaskNotificationsISX139(t *testing.T) {
 			}
 		}
 	}
-	// ISX-149, ISX-150: the session that did not ask hears nothing.
-	quiet.ok("exec", map[string]any{"instance": other.Instance, "command": "sleep 1", "background": true}, nil)
-	time.Sleep(3 * time.Second)
+	// ISX-149, ISX-150: the session that did not ask hears nothing. A
+	// server sends a change before the result of the call that read it, so
+	// once task_status has read the task finished, any notification of its
+	// start or end has been heard.
+	var quietTask ExecResult
+	quiet.ok("exec", map[string]any{"instance": other.Instance, "command": "sleep 1", "background": true}, &quietTask)
+	quiet.ok("task_status", map[string]any{"instance": other.Instance, "task_id": quietTask.TaskID, "wait_seconds": 60}, &status)
+	if status.State != TaskFinished {
+		t.Errorf("the quiet session's task is %s, want finished", status.State)
+	}
 	select {
 	case n := <-quiet.notes:
 		t.Errorf("a client that did not ask got %+v", n)
@@ -127,14 +135,14 @@ func TestExecCancelAndConcurrency(t *testing.T) {
 		_, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"instance": inst.Instance, "command": "sleep 300"}})
 		done <- err
 	}()
-	waitFor(t, "the command to run", 30*time.Second, func() bool {
+	incustest.WaitFor(t, "the command to run", 30*time.Second, func() bool {
 		return strings.Contains(e.execIn(inst.Instance, "ps -o args"), "sleep 300")
 	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("the cancelled call returned a result")
 	}
-	waitFor(t, "the cancelled command to be killed", 15*time.Second, func() bool {
+	incustest.WaitFor(t, "the cancelled command to be killed", 15*time.Second, func() bool {
 		return !strings.Contains(e.execIn(inst.Instance, "ps -o args"), "sleep 300")
 	})
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 // Every way mcp.yaml can be unusable refuses every call, naming mcp.yaml
@@ -129,7 +130,7 @@ func TestOldMCPSectionISX021(t *testing.T) {
 	if text := resultText(res); !strings.Contains(text, "config.yaml") || !strings.Contains(text, "delete the section") {
 		t.Errorf("no reminder in the result: %s", text)
 	}
-	waitFor(t, "the reminder on stderr", 10*time.Second, func() bool {
+	incustest.WaitFor(t, "the reminder on stderr", 10*time.Second, func() bool {
 		return strings.Contains(s.stderr.String(), "still has an `mcp:` section")
 	})
 }

@@ -1,9 +1,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/mcpkit/toolsnap"
 )
 
 // offlineEnv is a home whose Incus socket answers nothing: enough for
@@ -65,22 +64,24 @@ func TestServesStdioISX283(t *testing.T) {
 	}
 }
 
-// ISX-114, ISX-282: every tool lists a closed outputSchema, kept as a
-// golden file; exec and task_result say their text is untrusted.
+// ISX-114, ISX-282: every tool lists a closed outputSchema; each tool's
+// listing, input and output schema included, is kept as a snapshot of its
+// own (testdata/toolsnaps); exec and task_result say their text is
+// untrusted.
 func TestOutputSchemasGoldenISX114(t *testing.T) {
 	e := offlineEnv(t)
 	s := e.startOffline(sessionOptions{})
 	want := []string{"adopt_instance", "cancel_task", "create_instance", "destroy_instance", "exec", "keep_instance",
 		"list_instances", "list_templates", "start_instance", "stop_instance", "task_result", "task_status", "wait_any"}
 	var names []string
-	schemas := map[string]any{}
+	var listed []*mcp.Tool
 	for name, tool := range s.tools {
 		names = append(names, name)
+		listed = append(listed, tool)
 		if tool.OutputSchema == nil {
 			t.Errorf("%s has no outputSchema", name)
 			continue
 		}
-		schemas[name] = tool.OutputSchema
 		checkClosed(t, name, tool.OutputSchema)
 		checkClosed(t, name+" input", tool.InputSchema)
 	}
@@ -93,24 +94,7 @@ func TestOutputSchemasGoldenISX114(t *testing.T) {
 			t.Errorf("%s's description does not call its output untrusted: %s", name, s.tools[name].Description)
 		}
 	}
-	got, err := json.MarshalIndent(schemas, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	golden := filepath.Join("testdata", "output_schemas.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wantBytes, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestOutputSchemasGolden -update to write it)", err)
-	}
-	if !bytes.Equal(got, wantBytes) {
-		t.Fatalf("the output schemas changed; if that is intended, rerun with -update and review the diff of %s", golden)
-	}
+	toolsnap.CheckAll(t, listed)
 }
 
 // checkClosed walks a schema: every object has additionalProperties false.

@@ -7,17 +7,19 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Code is a refusal's reason, in _meta["dev.incusspawn/error"].code. Only
 // CodeBusy and CodeUnavailable may succeed when the same call is repeated
-// unchanged.
-type Code string
+// unchanged. It is a string, as coded.Base carries it.
+type Code = string
 
 const (
 	// CodeInvalidArgument: the arguments are malformed, name something
@@ -62,26 +64,23 @@ var Codes = []Code{CodeInvalidArgument, CodeNotApproved, CodeNotFound, CodeNotHe
 const ErrorMetaKey = "dev.incusspawn/error"
 
 // Refusal is a tool call that did not do what was asked: a result with
-// isError, no structuredContent and the code in _meta.
+// isError, no structuredContent and the code in _meta, with the instance
+// and task it concerns when there are.
 type Refusal struct {
-	Code     Code
-	Message  string
+	coded.Base
 	Instance string
 	TaskID   string
-	Err      error
 }
 
-func (r *Refusal) Error() string {
-	if r.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", r.Code, r.Message, r.Err)
-	}
-	return fmt.Sprintf("%s: %s", r.Code, r.Message)
-}
-
-func (r *Refusal) Unwrap() error { return r.Err }
+func (r *Refusal) Error() string { return r.Code + ": " + r.Base.Error() }
 
 func refusef(code Code, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...)}
+	return refuseWith(code, nil, format, args...)
+}
+
+// refuseWith is a refusal caused by err, whose message ends the sentence.
+func refuseWith(code Code, err error, format string, args ...any) *Refusal {
+	return &Refusal{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}}
 }
 
 // on names the instance (and task) the refusal concerns.
@@ -95,96 +94,97 @@ func (r *Refusal) on(instance, taskID string) *Refusal {
 	return r
 }
 
-// text is what the model reads.
-func (r *Refusal) text() string {
-	msg := r.Message
-	if r.Err != nil {
-		msg += ": " + r.Err.Error()
-	}
-	return fmt.Sprintf("Refused (%s): %s", r.Code, msg)
+// refusalStyle is how a refusal reads: "Refused (<code>): <message>" for
+// the model, the details under ErrorMetaKey for a program.
+var refusalStyle = mcpkit.ErrorStyle{
+	MetaKey: ErrorMetaKey,
+	Text:    func(e mcpkit.ToolError) string { return "Refused (" + e.Code + "): " + e.Message },
 }
 
 // result is the refusal as a tool result.
 func (r *Refusal) result() *mcp.CallToolResult {
-	meta := map[string]any{"code": string(r.Code), "message": r.Message}
-	if r.Err != nil {
-		meta["message"] = r.Message + ": " + r.Err.Error()
-	}
+	facts := map[string]any{}
 	if r.Instance != "" {
-		meta["instance"] = r.Instance
+		facts["instance"] = r.Instance
 	}
 	if r.TaskID != "" {
-		meta["task_id"] = r.TaskID
+		facts["task_id"] = r.TaskID
 	}
-	return &mcp.CallToolResult{
-		IsError: true,
-		Content: []mcp.Content{&mcp.TextContent{Text: r.text()}},
-		Meta:    mcp.Meta{ErrorMetaKey: meta},
+	return refusalStyle.Result(mcpkit.ToolError{Code: r.Code, Message: r.Base.Error(), Facts: facts})
+}
+
+// taskCodes and instanceCodes are the refusal codes of the task and
+// instance packages' codes; any other is CodeInternal.
+var (
+	taskCodes = map[string]Code{
+		task.CodeInvalidArgument: CodeInvalidArgument,
+		task.CodeNotFound:        CodeNotFound,
+		task.CodeWrongState:      CodeWrongState,
+		task.CodeBusy:            CodeBusy,
+		task.CodeUnavailable:     CodeUnavailable,
 	}
+	instanceCodes = map[string]Code{
+		instance.CodeInvalid:  CodeInvalidArgument,
+		instance.CodeNotFound: CodeNotFound,
+		instance.CodeExists:   CodeBusy,
+		instance.CodeNotBuilt: CodeNotApproved,
+		// Incus could not make or start the copy, and nothing of it is
+		// left: a retry may well succeed.
+		instance.CodeBranchFailed: CodeUnavailable,
+	}
+)
+
+func codeFrom(codes map[string]Code, code string) Code {
+	if refusal, ok := codes[code]; ok {
+		return refusal
+	}
+	return CodeInternal
 }
 
 // asRefusal turns any failure into a refusal with the code a program can
 // branch on.
 func asRefusal(err error) *Refusal {
-	var r *Refusal
-	if errors.As(err, &r) {
+	var (
+		r       *Refusal
+		taskErr *task.Error
+		cfgErr  *config.Error
+		tplErr  *template.Error
+		instErr *instance.Error
+	)
+	switch {
+	case errors.As(err, &r):
 		return r
-	}
-	var taskErr *task.Error
-	if errors.As(err, &taskErr) {
-		code := map[task.Code]Code{
-			task.CodeInvalidArgument: CodeInvalidArgument,
-			task.CodeNotFound:        CodeNotFound,
-			task.CodeWrongState:      CodeWrongState,
-			task.CodeBusy:            CodeBusy,
-			task.CodeUnavailable:     CodeUnavailable,
-		}[taskErr.Code]
-		if code == "" {
-			code = CodeInternal
-		}
-		return &Refusal{Code: code, Message: taskErr.Message, Instance: taskErr.Instance, TaskID: taskErr.TaskID, Err: taskErr.Err}
-	}
-	var cfgErr *config.Error
-	if errors.As(err, &cfgErr) {
-		return &Refusal{Code: CodeRefused, Message: cfgErr.Error()}
-	}
-	var tplErr *template.Error
-	if errors.As(err, &tplErr) {
-		if tplErr.Code == template.CodeNotApproved {
-			return &Refusal{Code: CodeNotApproved, Message: tplErr.Message}
-		}
-		return &Refusal{Code: CodeRefused, Message: "the template definitions cannot be read, so isx cannot tell which templates may be used; the user must fix: " + tplErr.Error()}
-	}
-	var instErr *instance.Error
-	if errors.As(err, &instErr) {
-		code := map[string]Code{
-			instance.CodeInvalid:  CodeInvalidArgument,
-			instance.CodeNotFound: CodeNotFound,
-			instance.CodeExists:   CodeBusy,
-			instance.CodeNotBuilt: CodeNotApproved,
-			// Incus could not make or start the copy, and nothing of it
-			// is left: a retry may well succeed.
-			instance.CodeBranchFailed: CodeUnavailable,
-		}[instErr.Code]
-		if code == "" {
-			code = CodeInternal
-		}
+	case errors.As(err, &taskErr):
+		return refuseWith(codeFrom(taskCodes, taskErr.Code), taskErr.Err, "%s", taskErr.Message).on(taskErr.Instance, taskErr.TaskID)
+	case errors.As(err, &cfgErr):
+		return refusef(CodeRefused, "%s", cfgErr.Error())
+	case errors.As(err, &tplErr) && tplErr.Code == template.CodeNotApproved:
+		return refusef(CodeNotApproved, "%s", tplErr.Message)
+	case tplErr != nil:
+		return refusef(CodeRefused, "the template definitions cannot be read, so isx cannot tell which templates may be used; the user must fix: %s", tplErr.Error())
+	case errors.As(err, &instErr):
+		code := codeFrom(instanceCodes, instErr.Code)
 		if errors.Is(instErr.Err, incus.ErrUnavailable) {
 			code = CodeUnavailable
 		}
-		return &Refusal{Code: code, Message: instErr.Message, Instance: instErr.Instance, Err: instErr.Err}
+		return refuseWith(code, instErr.Err, "%s", instErr.Message).on(instErr.Instance, "")
 	}
+	return incusRefusal(err)
+}
+
+// incusRefusal is a failure Incus reported, or one isx did not expect.
+func incusRefusal(err error) *Refusal {
 	switch {
 	case instanceBusy(err):
-		return &Refusal{Code: CodeBusy, Message: "Incus is running another operation on the instance; retry shortly", Err: err}
+		return refuseWith(CodeBusy, err, "Incus is running another operation on the instance; retry shortly")
 	case errors.Is(err, incus.ErrUnavailable):
-		return &Refusal{Code: CodeUnavailable, Message: "Incus does not answer, so isx cannot reach the instances; ask the user to start the Incus daemon", Err: err}
+		return refuseWith(CodeUnavailable, err, "Incus does not answer, so isx cannot reach the instances; ask the user to start the Incus daemon")
 	case errors.Is(err, incus.ErrNotFound):
-		return &Refusal{Code: CodeNotFound, Message: "Incus has no such instance", Err: err}
+		return refuseWith(CodeNotFound, err, "Incus has no such instance")
 	case errors.Is(err, incus.ErrConflict):
-		return &Refusal{Code: CodeBusy, Message: "the instance changed while isx was working on it; retry", Err: err}
+		return refuseWith(CodeBusy, err, "the instance changed while isx was working on it; retry")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Refusal{Code: CodeUnavailable, Message: "the call was interrupted before it finished; retry", Err: err}
+		return refuseWith(CodeUnavailable, err, "the call was interrupted before it finished; retry")
 	}
-	return &Refusal{Code: CodeInternal, Message: "isx failed unexpectedly", Err: err}
+	return refuseWith(CodeInternal, err, "isx failed unexpectedly")
 }

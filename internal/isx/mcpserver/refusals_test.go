@@ -133,7 +133,7 @@ func TestRefusalCodes(t *testing.T) {
 			t.Errorf("meta = %v", meta)
 		}
 		// The failure made nothing, so the key is free again.
-		if keys := e.instanceConfig(made.Instance)[keyTaskKeys]; keys != "" {
+		if keys := e.instanceConfig(made.Instance)[instance.KeyMCPTaskKeys]; keys != "" {
 			t.Errorf("task-keys stamp after a failed start: %q", keys)
 		}
 	})

@@ -1,18 +1,18 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,6 +21,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Name is serverInfo.name.
@@ -102,13 +103,13 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	switch {
 	case opts.Client == nil:
-		return nil, fmt.Errorf("isxmcp: no Incus client")
+		return nil, fmt.Errorf("isx mcp: no Incus client")
 	case opts.Templates == nil:
-		return nil, fmt.Errorf("isxmcp: no template loader")
+		return nil, fmt.Errorf("isx mcp: no template loader")
 	case opts.Owner == "" || opts.Session == "":
-		return nil, fmt.Errorf("isxmcp: owner and session are required")
+		return nil, fmt.Errorf("isx mcp: owner and session are required")
 	case opts.Log == nil:
-		return nil, fmt.Errorf("isxmcp: no audit log")
+		return nil, fmt.Errorf("isx mcp: no audit log")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
@@ -133,14 +134,17 @@ func New(opts Options) (*Server, error) {
 		},
 	})
 	s.mcp.AddReceivingMiddleware(s.auditMiddleware)
-	s.registerTools()
+	s.addTemplateTools()
+	s.addInstanceTools()
+	s.addExecTools()
+	s.addTaskTools()
 	return s, nil
 }
 
 // Run serves MCP over in and out until in ends or ctx is cancelled, and
 // then stamps every instance this session holds as orphaned.
 func (s *Server) Run(ctx context.Context, in io.Reader, out io.Writer) error {
-	transport := &keptTransport{inner: &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}}
+	transport := mcpkit.NewNotifier(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 	session, err := s.mcp.Connect(ctx, transport, nil)
 	if err != nil {
 		return fmt.Errorf("isx mcp: starting the session: %w", err)
@@ -182,46 +186,16 @@ func (s *Server) warnf(format string, args ...any) {
 	fmt.Fprintf(s.opts.Stderr, "isx mcp: "+format+"\n", args...)
 }
 
-// keptTransport keeps the connection the SDK uses, so that the server can
-// send notifications the SDK has no sender for (see notify.go). The
-// connection itself is handed on unwrapped, so the SDK's own handling of
-// it is unchanged.
-type keptTransport struct {
-	inner mcp.Transport
-	mu    sync.Mutex
-	conn  mcp.Connection
-}
-
-func (t *keptTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.conn = conn
-	t.mu.Unlock()
-	return conn, nil
-}
-
-func (t *keptTransport) connection() mcp.Connection {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.conn
-}
-
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
 // toolDef is one tool: what it lists and how it decodes and runs.
 type toolDef struct {
-	tool   *mcp.Tool
-	decode func(json.RawMessage) (any, *Refusal)
-	run    func(ctx context.Context, c *call, args any) (any, string, error)
+	listing *mcp.Tool
+	decode  func(json.RawMessage) (any, error)
+	run     func(ctx context.Context, c *call, args any) (any, string, error)
 }
-
-// validator is implemented by argument types that check more than types.
-type validator interface{ validate() *Refusal }
 
 // call is what one tool call knows besides its arguments.
 type call struct {
@@ -230,31 +204,21 @@ type call struct {
 	session *mcp.ServerSession
 }
 
-// addTool registers a tool whose arguments decode into In and whose
-// structured result is Out.
-func addTool[In any, Out any](s *Server, tool *mcp.Tool, input, output *jsonschema.Schema,
+// addTool registers a tool, defined beside its handler in the file of its
+// family.
+func addTool[In any, Out any](s *Server, tool *mcpkit.Tool[In, Out],
 	run func(ctx context.Context, c *call, in In) (Out, string, error)) {
-	tool.InputSchema, tool.OutputSchema = input, output
 	def := &toolDef{
-		tool: tool,
-		decode: func(raw json.RawMessage) (any, *Refusal) {
-			in, refusal := decodeArgs[In](raw)
-			if refusal != nil {
-				return nil, refusal
-			}
-			if v, ok := any(&in).(validator); ok {
-				if refusal := v.validate(); refusal != nil {
-					return nil, refusal
-				}
-			}
-			return in, nil
+		listing: tool.Listing(),
+		decode: func(raw json.RawMessage) (any, error) {
+			return tool.Decode(raw)
 		},
 		run: func(ctx context.Context, c *call, args any) (any, string, error) {
 			return run(ctx, c, args.(In))
 		},
 	}
-	s.tools[tool.Name] = def
-	s.mcp.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.tools[tool.Name()] = def
+	s.mcp.AddTool(def.listing, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return s.handle(ctx, def, req)
 	})
 }
@@ -267,46 +231,39 @@ func (s *Server) Decode(tool string, raw json.RawMessage) error {
 	if !ok {
 		return fmt.Errorf("unknown tool %q", tool)
 	}
-	if err := objectArguments(raw); err != nil {
-		return err
+	_, err := def.decode(raw)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mcpkit.ErrNotObject):
+		return notAnObject()
 	}
-	if _, refusal := def.decode(raw); refusal != nil {
-		return refusal
-	}
-	return nil
+	return invalidArguments(err)
 }
 
 // ToolNames lists the tools, sorted.
-func (s *Server) ToolNames() []string {
-	names := make([]string, 0, len(s.tools))
-	for name := range s.tools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+func (s *Server) ToolNames() []string { return slices.Sorted(maps.Keys(s.tools)) }
+
+// notAnObject is the protocol fault of arguments that are not a JSON
+// object: a JSON-RPC error, not a tool result.
+func notAnObject() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: mcpkit.ErrNotObject.Error()}
 }
 
-// objectArguments is the protocol check: arguments, when present, are a
-// JSON object. Anything else is a JSON-RPC error, not a tool result.
-func objectArguments(raw json.RawMessage) error {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" || (trimmed[0] == '{' && json.Valid(trimmed)) {
-		return nil
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call arguments must be a JSON object"}
-}
-
+// handle runs one call. Arguments are decoded first, but a refusal of the
+// call as a whole (no audit log, an unusable mcp.yaml) wins over one of
+// its arguments.
 func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if err := objectArguments(req.Params.Arguments); err != nil {
-		return nil, err
+	args, decodeErr := def.decode(req.Params.Arguments)
+	if errors.Is(decodeErr, mcpkit.ErrNotObject) {
+		return nil, notAnObject()
 	}
 	c, refusal := s.begin(req.Session)
 	if refusal != nil {
 		return refusal.result(), nil
 	}
-	args, refusal := def.decode(req.Params.Arguments)
-	if refusal != nil {
-		return refusal.result(), nil
+	if decodeErr != nil {
+		return invalidArguments(decodeErr).result(), nil
 	}
 	out, text, err := def.run(ctx, c, args)
 	if err != nil {
@@ -322,7 +279,7 @@ func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequ
 // the retired mcp: section of config.yaml, and mcp.yaml, read afresh.
 func (s *Server) begin(session *mcp.ServerSession) (*call, *Refusal) {
 	if err := s.opts.Log.Ready(); err != nil {
-		return nil, &Refusal{Code: CodeInternal, Message: "isx mcp records every call and cannot write its audit log, so it does nothing; ask the user to fix it", Err: err}
+		return nil, refuseWith(CodeInternal, err, "isx mcp records every call and cannot write its audit log, so it does nothing; ask the user to fix it")
 	}
 	policy, notes, refusal := loadPolicy(s.opts.Home)
 	if refusal != nil {
@@ -387,10 +344,10 @@ func (s *Server) auditMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "tools/call" {
 			return next(ctx, method, req)
 		}
-		begun := time.Now()
+		begun := s.opts.Clock.Now()
 		result, err := next(ctx, method, req)
 		params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
-		entry := audit.Entry{Time: s.opts.Clock.Now(), Session: s.opts.Session, DurationMS: time.Since(begun).Milliseconds()}
+		entry := audit.Entry{Time: s.opts.Clock.Now(), Session: s.opts.Session, DurationMS: s.opts.Clock.Since(begun).Milliseconds()}
 		if params != nil {
 			entry.Tool = params.Name
 			entry.Arguments = params.Arguments
@@ -417,11 +374,10 @@ func describeOutcome(e *audit.Entry, result mcp.Result, err error) {
 	}
 	if res.IsError {
 		e.Outcome = audit.OutcomeRefused
-		if meta, ok := res.Meta[ErrorMetaKey].(map[string]any); ok {
-			e.Code, _ = meta["code"].(string)
-			e.Message, _ = meta["message"].(string)
-			e.Instance, _ = meta["instance"].(string)
-			e.TaskID, _ = meta["task_id"].(string)
+		if refusal, ok := refusalStyle.Of(res); ok {
+			e.Code, e.Message = refusal.Code, refusal.Message
+			e.Instance, _ = refusal.Facts["instance"].(string)
+			e.TaskID, _ = refusal.Facts["task_id"].(string)
 		}
 		return
 	}

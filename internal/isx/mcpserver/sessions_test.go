@@ -10,6 +10,7 @@ import (
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -106,7 +107,7 @@ func TestSessionsAndAdoption(t *testing.T) {
 	if !found {
 		t.Fatalf("%s not listed", z.Instance)
 	}
-	waitFor(t, "the dead session's instance to be stamped orphaned", 30*time.Second, func() bool {
+	incustest.WaitFor(t, "the dead session's instance to be stamped orphaned", 30*time.Second, func() bool {
 		return instance.ParseStamps(e.instanceConfig(z.Instance)).MCP.Orphaned != ""
 	})
 
@@ -173,7 +174,7 @@ func TestSignalOrphansISX203(t *testing.T) {
 		if err := s.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the server to exit", 30*time.Second, func() bool { return !SessionAlive(s.sessionID()) })
+		incustest.WaitFor(t, "the server to exit", 30*time.Second, func() bool { return !SessionAlive(s.sessionID()) })
 		m := instance.ParseStamps(e.instanceConfig(made.Instance)).MCP
 		if _, session, ok := m.OrphanedAt(); !ok || session != s.sessionID() {
 			t.Errorf("after %v the instance's stamps are %+v", sig, m)

@@ -9,27 +9,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
-// Stamps isx mcp keeps besides those internal/instance names. They share
-// its mcp- prefix, so instance.ClearMCP drops them from a fork as well.
-const (
-	// keyState marks an instance that is not simply ready: "creating"
-	// from the moment it is reserved until it has started and answers;
-	// "destroying <session>" or "stopping <session>" while a session
-	// acts on it after marking it (mark, re-read, act).
-	keyState = instance.MCPPrefix + "state"
-	// keySource is what create_instance was asked to copy:
-	// "template:<name>" or "instance:<name>", which a repeat of its
-	// idempotency key must ask for again.
-	keySource = instance.MCPPrefix + "source"
-	// keyRunning lists the ids of the background tasks believed running
-	// in the instance, so that max-concurrent-tasks is counted without
-	// running anything in instances.
-	keyRunning = instance.MCPPrefix + "running"
-	// keyTaskKeys lists the idempotency keys of the instance's background
-	// tasks, so that a repeat naming another instance is refused.
-	keyTaskKeys = instance.MCPPrefix + "task-keys"
-)
-
+// Values of instance.KeyMCPState, which says an MCP instance is not simply
+// ready.
 const (
 	stateCreating   = "creating"
 	stateDestroying = "destroying"
@@ -48,10 +29,9 @@ type mcpView struct {
 
 func viewOf(inst *incus.Instance) mcpView {
 	v := mcpView{inst: inst, stamps: instance.ParseStamps(inst.Config)}
-	state := inst.Config[keyState]
-	v.state, v.marker, _ = strings.Cut(state, " ")
-	v.running = strings.Fields(inst.Config[keyRunning])
-	v.taskKeys = strings.Fields(inst.Config[keyTaskKeys])
+	v.state, v.marker, _ = strings.Cut(v.stamps.MCP.State, " ")
+	v.running = strings.Fields(v.stamps.MCP.Running)
+	v.taskKeys = strings.Fields(v.stamps.MCP.TaskKeys)
 	return v
 }
 

@@ -78,6 +78,8 @@ type sweeper struct {
 	report *SweepReport
 }
 
+func (sw *sweeper) stamper() stamper { return stamper{client: sw.opts.Client, clock: sw.opts.Clock} }
+
 func (sw *sweeper) leave(name, why string) error {
 	sw.report.Left[name] = why
 	return nil
@@ -91,7 +93,7 @@ func (sw *sweeper) one(ctx context.Context, v mcpView) error {
 		return sw.leave(name, "held by a live session")
 	}
 	if m.Orphaned == "" {
-		if err := stampOrphaned(ctx, sw.opts.Client, name, m.Session, formatTime(now)); err != nil {
+		if err := sw.stamper().stampOrphaned(ctx, name, m.Session, now); err != nil {
 			return err
 		}
 		sw.report.Noticed = append(sw.report.Noticed, name)
@@ -150,7 +152,7 @@ func (sw *sweeper) stillOrphaned(v mcpView) *Refusal {
 }
 
 func (sw *sweeper) destroy(ctx context.Context, name string) error {
-	err := markAndAct(ctx, sw.opts.Client, sw.opts.Session, name, stateDestroying, sw.stillOrphaned, func() error {
+	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, stateDestroying, sw.stillOrphaned, func() error {
 		err := sw.opts.Client.DeleteInstance(ctx, name, true)
 		if errors.Is(err, incus.ErrNotFound) {
 			return nil
@@ -169,19 +171,19 @@ func (sw *sweeper) destroy(ctx context.Context, name string) error {
 }
 
 func (sw *sweeper) stopDormant(ctx context.Context, name string) error {
-	err := markAndAct(ctx, sw.opts.Client, sw.opts.Session, name, stateStopping, sw.stillOrphaned, func() error {
+	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, stateStopping, sw.stillOrphaned, func() error {
 		return sw.opts.Client.StopInstance(ctx, name, incus.StopOptions{Force: true, Timeout: stopTimeout})
 	})
 	var refusal *Refusal
 	if errors.As(err, &refusal) {
 		return sw.leave(name, refusal.Message)
 	}
-	stamp := map[string]string{keyState: "", keyRunning: ""}
+	stamp := map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: ""}
 	if err == nil {
 		stamp[instance.KeyMCPDormant] = formatTime(sw.opts.Clock.Now())
 	}
 	// The mark is lifted either way; the dormant stamp only after a stop.
-	patchErr := patch(context.WithoutCancel(ctx), sw.opts.Client, name, "", stamp)
+	patchErr := sw.stamper().patch(context.WithoutCancel(ctx), name, "", stamp)
 	if err = errors.Join(err, patchErr); err != nil {
 		return err
 	}

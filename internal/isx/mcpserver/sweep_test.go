@@ -13,6 +13,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
@@ -246,15 +247,15 @@ func TestSweepAtStartISX205(t *testing.T) {
 	e.mcpInstance(t, "two-hours", owner, orphanOpts{session: dead, orphanedAt: time.Now().Add(-2 * time.Hour)})
 	e.mcpInstance(t, "half-hour", owner, orphanOpts{session: dead, orphanedAt: time.Now().Add(-30 * time.Minute)})
 	s := e.start(sessionOptions{})
-	waitFor(t, "the start of isx mcp to sweep the old orphan", time.Minute, func() bool {
+	incustest.WaitFor(t, "the start of isx mcp to sweep the old orphan", time.Minute, func() bool {
 		_, ok := exists(t, e, "two-hours")
 		return !ok
 	})
-	time.Sleep(time.Second)
+	// The server ends only once its sweep has.
+	s.close()
 	if _, ok := exists(t, e, "half-hour"); !ok {
 		t.Error("an orphan within its grace was destroyed")
 	}
-	s.close()
 	if _, err := os.Stat(e.mcpPath()); err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // JoinCommand is how a person joins a task: isx shell --task.
@@ -30,32 +33,24 @@ func (s *Server) observe(instance string, info task.Info) InstanceTask {
 	return view
 }
 
-// TaskArgs name one task.
-type TaskArgs struct {
-	Instance string `json:"instance" jsonschema:"the instance the task runs in, held by this session"`
-	TaskID   string `json:"task_id"`
+func (s *Server) addTaskTools() {
+	addTool(s, taskStatusTool, s.taskStatus)
+	addTool(s, taskResultTool, s.taskResult)
+	addTool(s, cancelTaskTool, s.cancelTask)
+	addTool(s, waitAnyTool, s.waitAny)
 }
 
-func (a *TaskArgs) validate() *Refusal {
-	if r := checkInstanceName("instance", a.Instance); r != nil {
-		return r
-	}
-	return checkTaskID(a.TaskID)
+// TaskArgs name one task.
+type TaskArgs struct {
+	Instance InstanceName `json:"instance" jsonschema:"the instance the task runs in, held by this session"`
+	TaskID   TaskID       `json:"task_id"`
 }
 
 // TaskStatusArgs are task_status's arguments.
 type TaskStatusArgs struct {
-	Instance    string `json:"instance" jsonschema:"the instance the task runs in, held by this session"`
-	TaskID      string `json:"task_id"`
-	WaitSeconds *int   `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0-300) for a running task to change; returns as soon as it does"`
-}
-
-func (a *TaskStatusArgs) validate() *Refusal {
-	if r := (&TaskArgs{Instance: a.Instance, TaskID: a.TaskID}).validate(); r != nil {
-		return r
-	}
-	_, r := bounded("wait_seconds", a.WaitSeconds, 0, maxWaitSeconds, 0)
-	return r
+	Instance    InstanceName `json:"instance" jsonschema:"the instance the task runs in, held by this session"`
+	TaskID      TaskID       `json:"task_id"`
+	WaitSeconds *int         `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0-300) for a running task to change; returns as soon as it does" minimum:"0" maximum:"300"`
 }
 
 // TaskStatusResult is task_status's structured result.
@@ -72,29 +67,35 @@ type TaskStatusResult struct {
 	JoinCommand string    `json:"join_command,omitempty" jsonschema:"the exact command a person runs on the host to join the task (isx shell --task)"`
 }
 
+var taskStatusTool = newTool[TaskStatusArgs, TaskStatusResult](mcpkit.Spec{
+	Name: "task_status", Annotations: readOnly(), Shape: readFromInstance,
+	Description: "Read a task's state from its instance: running, finished (with exit_code), attached (finished, and a person is in its conversation) or lost. wait_seconds waits up to 300 s for a running task to change. join_command is the command a person runs to join it.",
+})
+
 func (s *Server) taskStatus(ctx context.Context, _ *call, args TaskStatusArgs) (TaskStatusResult, string, error) {
-	if _, _, refusal := s.heldRunning(ctx, args.Instance); refusal != nil {
-		return TaskStatusResult{}, "", refusal.on("", args.TaskID)
+	name, id := string(args.Instance), string(args.TaskID)
+	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
+		return TaskStatusResult{}, "", refusal.on("", id)
 	}
-	wait, _ := bounded("wait_seconds", args.WaitSeconds, 0, maxWaitSeconds, 0)
+	wait := orDefault(args.WaitSeconds, 0)
 	var info *task.Info
 	if wait > 0 {
-		res, err := task.Wait(ctx, s.opts.Client, args.Instance, []string{args.TaskID}, time.Duration(wait)*time.Second)
+		res, err := task.Wait(ctx, s.opts.Client, name, []string{id}, time.Duration(wait)*time.Second)
 		if err != nil {
 			return TaskStatusResult{}, "", err
 		}
 		info = &res.Statuses[0]
 	} else {
 		var err error
-		if info, err = task.Status(ctx, s.opts.Client, args.Instance, args.TaskID); err != nil {
+		if info, err = task.Status(ctx, s.opts.Client, name, id); err != nil {
 			return TaskStatusResult{}, "", err
 		}
 	}
-	view := s.observe(args.Instance, *info)
-	out := TaskStatusResult{Instance: args.Instance, TaskID: args.TaskID, Run: info.Run, State: view.State, ExitCode: view.ExitCode}
+	view := s.observe(name, *info)
+	out := TaskStatusResult{Instance: name, TaskID: id, Run: info.Run, State: view.State, ExitCode: view.ExitCode}
 	if info.State != task.StateLost {
 		out.Kind = view.Kind
-		out.JoinCommand = JoinCommand(args.TaskID, args.Instance)
+		out.JoinCommand = JoinCommand(id, name)
 	}
 	if rec := info.Record; rec != nil && rec.Kind == task.KindCommand && len(rec.Command) == 3 && rec.Command[0] == "/bin/sh" {
 		out.Command = rec.Command[2]
@@ -131,17 +132,9 @@ func statusText(out TaskStatusResult) string {
 
 // TaskResultArgs are task_result's arguments.
 type TaskResultArgs struct {
-	Instance string `json:"instance" jsonschema:"the instance the task ran in, held by this session"`
-	TaskID   string `json:"task_id"`
-	MaxBytes *int   `json:"max_bytes,omitempty" jsonschema:"keep the last this many bytes of each of stdout and stderr (1-1048576, default 32768)"`
-}
-
-func (a *TaskResultArgs) validate() *Refusal {
-	if r := (&TaskArgs{Instance: a.Instance, TaskID: a.TaskID}).validate(); r != nil {
-		return r
-	}
-	_, r := bounded("max_bytes", a.MaxBytes, 1, maxTaskResultSize, defaultOutput)
-	return r
+	Instance InstanceName `json:"instance" jsonschema:"the instance the task ran in, held by this session"`
+	TaskID   TaskID       `json:"task_id"`
+	MaxBytes *int         `json:"max_bytes,omitempty" jsonschema:"keep the last this many bytes of each of stdout and stderr (1-1048576, default 32768)" minimum:"1" maximum:"1048576"`
 }
 
 // TaskResultResult is task_result's structured result.
@@ -159,21 +152,27 @@ type TaskResultResult struct {
 	Truncated   bool      `json:"truncated" jsonschema:"only the end of a longer output is here"`
 }
 
+var taskResultTool = newTool[TaskResultArgs, TaskResultResult](mcpkit.Spec{
+	Name: "task_result", Annotations: readOnly(), Shape: readFromInstance,
+	Description: "Return a finished task's exit code and the end of its stdout and stderr (max_bytes each). Refused while the task runs." + untrusted,
+})
+
 func (s *Server) taskResult(ctx context.Context, _ *call, args TaskResultArgs) (TaskResultResult, string, error) {
-	if _, _, refusal := s.heldRunning(ctx, args.Instance); refusal != nil {
-		return TaskResultResult{}, "", refusal.on("", args.TaskID)
+	name, id := string(args.Instance), string(args.TaskID)
+	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
+		return TaskResultResult{}, "", refusal.on("", id)
 	}
-	maxBytes, _ := bounded("max_bytes", args.MaxBytes, 1, maxTaskResultSize, defaultOutput)
-	res, err := task.Result(ctx, s.opts.Client, args.Instance, args.TaskID, int64(maxBytes))
+	maxBytes := orDefault(args.MaxBytes, defaultOutput)
+	res, err := task.Result(ctx, s.opts.Client, name, id, int64(maxBytes))
 	if err != nil {
-		if task.CodeOf(err) == task.CodeWrongState {
-			s.observe(args.Instance, task.Info{ID: args.TaskID, State: task.StateRunning, Run: 1})
+		if coded.CodeOf(err) == task.CodeWrongState {
+			s.observe(name, task.Info{ID: id, State: task.StateRunning, Run: 1})
 		}
 		return TaskResultResult{}, "", err
 	}
-	view := s.observe(args.Instance, res.Status)
+	view := s.observe(name, res.Status)
 	out := TaskResultResult{
-		Instance: args.Instance, TaskID: args.TaskID, Kind: view.Kind, Run: res.Status.Run, State: view.State,
+		Instance: name, TaskID: id, Kind: view.Kind, Run: res.Status.Run, State: view.State,
 		ExitCode: res.Status.ExitCode,
 		Stdout:   strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, Truncated: res.Truncated,
@@ -202,48 +201,41 @@ type CancelTaskResult struct {
 	Cancelled bool      `json:"cancelled" jsonschema:"false when the task had already ended"`
 }
 
+var cancelTaskTool = newTool[TaskArgs, CancelTaskResult](mcpkit.Spec{
+	Name: "cancel_task", Annotations: acting(true),
+	Description: "Stop a running task with everything it started (TERM, then KILL after 2 s). Its state is then unknown until task_status reads how it ended.",
+})
+
 func (s *Server) cancelTask(ctx context.Context, _ *call, args TaskArgs) (CancelTaskResult, string, error) {
-	if _, _, refusal := s.heldRunning(ctx, args.Instance); refusal != nil {
-		return CancelTaskResult{}, "", refusal.on("", args.TaskID)
+	name, id := string(args.Instance), string(args.TaskID)
+	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
+		return CancelTaskResult{}, "", refusal.on("", id)
 	}
-	res, err := task.Cancel(ctx, s.opts.Client, args.Instance, args.TaskID)
+	res, err := task.Cancel(ctx, s.opts.Client, name, id)
 	if err != nil {
 		return CancelTaskResult{}, "", err
 	}
-	out := CancelTaskResult{Instance: args.Instance, TaskID: args.TaskID, Run: res.Status.Run, Cancelled: !res.AlreadyEnded}
+	out := CancelTaskResult{Instance: name, TaskID: id, Run: res.Status.Run, Cancelled: !res.AlreadyEnded}
 	if res.AlreadyEnded {
-		out.State = s.observe(args.Instance, res.Status).State
-		return out, fmt.Sprintf("Task %s had already ended (%s); nothing was cancelled.", args.TaskID, out.State), nil
+		out.State = s.observe(name, res.Status).State
+		return out, fmt.Sprintf("Task %s had already ended (%s); nothing was cancelled.", id, out.State), nil
 	}
-	s.tasks.forget(args.Instance, args.TaskID, res.Status.Run)
-	s.noLongerRunning(ctx, args.Instance, args.TaskID)
+	s.tasks.forget(name, id, res.Status.Run)
+	s.noLongerRunning(ctx, name, id)
 	out.State = TaskUnknown
-	return out, fmt.Sprintf("Cancelled task %s in %s; its processes are gone. task_status reads how it ended.", args.TaskID, args.Instance), nil
+	return out, fmt.Sprintf("Cancelled task %s in %s; its processes are gone. task_status reads how it ended.", id, name), nil
 }
 
 // TaskRef names a task in wait_any.
 type TaskRef struct {
-	Instance string `json:"instance"`
-	TaskID   string `json:"task_id"`
+	Instance InstanceName `json:"instance"`
+	TaskID   TaskID       `json:"task_id"`
 }
 
 // WaitAnyArgs are wait_any's arguments.
 type WaitAnyArgs struct {
-	Tasks       []TaskRef `json:"tasks" jsonschema:"1 to 64 tasks, in instances this session holds"`
-	WaitSeconds *int      `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0-300, default 60)"`
-}
-
-func (a *WaitAnyArgs) validate() *Refusal {
-	if len(a.Tasks) == 0 || len(a.Tasks) > maxWaitAnyTasks {
-		return refusef(CodeInvalidArgument, "tasks holds %d tasks; give 1 to %d", len(a.Tasks), maxWaitAnyTasks)
-	}
-	for _, t := range a.Tasks {
-		if r := (&TaskArgs{Instance: t.Instance, TaskID: t.TaskID}).validate(); r != nil {
-			return r
-		}
-	}
-	_, r := bounded("wait_seconds", a.WaitSeconds, 0, maxWaitSeconds, defaultWaitAny)
-	return r
+	Tasks       []TaskRef `json:"tasks" jsonschema:"1 to 64 tasks, in instances this session holds" minItems:"1" maxItems:"64"`
+	WaitSeconds *int      `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0-300, default 60)" minimum:"0" maximum:"300"`
 }
 
 // WaitTask is a task as wait_any reports it.
@@ -262,21 +254,27 @@ type WaitAnyResult struct {
 	Tasks    []WaitTask `json:"tasks" jsonschema:"every task asked about, as known when the wait ended"`
 }
 
+var waitAnyTool = newTool[WaitAnyArgs, WaitAnyResult](mcpkit.Spec{
+	Name: "wait_any", Annotations: readOnly(),
+	Description: "Wait (up to wait_seconds, default 60, at most 300) until the first of several tasks is no longer running, and return it as changed; timed_out when none changed.",
+})
+
 func (s *Server) waitAny(ctx context.Context, _ *call, args WaitAnyArgs) (WaitAnyResult, string, error) {
 	byInstance := map[string][]string{}
 	var order []string
 	for _, t := range args.Tasks {
-		if _, seen := byInstance[t.Instance]; !seen {
-			order = append(order, t.Instance)
-			if _, _, refusal := s.heldRunning(ctx, t.Instance); refusal != nil {
+		name, id := string(t.Instance), string(t.TaskID)
+		if _, seen := byInstance[name]; !seen {
+			order = append(order, name)
+			if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
 				return WaitAnyResult{}, "", refusal
 			}
 		}
-		if !containsString(byInstance[t.Instance], t.TaskID) {
-			byInstance[t.Instance] = append(byInstance[t.Instance], t.TaskID)
+		if !slices.Contains(byInstance[name], id) {
+			byInstance[name] = append(byInstance[name], id)
 		}
 	}
-	wait, _ := bounded("wait_seconds", args.WaitSeconds, 0, maxWaitSeconds, defaultWaitAny)
+	wait := orDefault(args.WaitSeconds, defaultWaitAny)
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	type outcome struct {
@@ -325,11 +323,12 @@ func (s *Server) waitAny(ctx context.Context, _ *call, args WaitAnyArgs) (WaitAn
 		return out, "", refusal
 	}
 	for _, t := range args.Tasks {
-		if view, ok := known[t.Instance+"/"+t.TaskID]; ok {
+		name, id := string(t.Instance), string(t.TaskID)
+		if view, ok := known[name+"/"+id]; ok {
 			out.Tasks = append(out.Tasks, view)
 			continue
 		}
-		out.Tasks = append(out.Tasks, s.lastSeen(t))
+		out.Tasks = append(out.Tasks, s.lastSeen(name, id))
 	}
 	out.TimedOut = out.Changed == nil
 	text := fmt.Sprintf("No task changed within %d s; all are still running.", wait)
@@ -348,20 +347,11 @@ func waitTask(instance string, view InstanceTask) WaitTask {
 
 // lastSeen is a task as the book last saw it (running when the wait was
 // stopped before its instance answered).
-func (s *Server) lastSeen(ref TaskRef) WaitTask {
-	for _, t := range s.tasks.tasks(ref.Instance) {
-		if t.TaskID == ref.TaskID {
-			return waitTask(ref.Instance, t)
+func (s *Server) lastSeen(instance, taskID string) WaitTask {
+	for _, t := range s.tasks.tasks(instance) {
+		if t.TaskID == taskID {
+			return waitTask(instance, t)
 		}
 	}
-	return WaitTask{Instance: ref.Instance, TaskID: ref.TaskID, Run: 1, State: TaskRunning}
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return WaitTask{Instance: instance, TaskID: taskID, Run: 1, State: TaskRunning}
 }

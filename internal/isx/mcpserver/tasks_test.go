@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/task"
 )
 
 func taskStates(list ListInstancesResult, instance string) map[string]InstanceTask {
@@ -77,7 +79,7 @@ func TestBackgroundTasks(t *testing.T) {
 	// not look: a task that ends unread is still running there.
 	s.ok("exec", map[string]any{"instance": name, "command": "sleep 1", "background": true}, &bg)
 	short := bg.TaskID
-	time.Sleep(3 * time.Second)
+	e.waitForTask(name, short, task.StateFinished)
 	var list ListInstancesResult
 	s.ok("list_instances", map[string]any{}, &list)
 	if got := taskStates(list, name)[short].State; got != TaskRunning {
@@ -222,7 +224,7 @@ func TestMaxConcurrentTasksISX059(t *testing.T) {
 	// Foreground commands are not tasks.
 	a.ok("exec", map[string]any{"instance": ia.Instance, "command": "true"}, nil)
 	// Once a task has ended a new one may start, though nobody read it.
-	time.Sleep(6 * time.Second)
+	e.waitForTask(ia.Instance, ta.TaskID, task.StateFinished)
 	b.ok("exec", map[string]any{"instance": ib.Instance, "command": "sleep 600", "background": true}, nil)
 }
 
@@ -265,4 +267,14 @@ func TestAdoptionBringsTasksAlong(t *testing.T) {
 	if !found {
 		t.Fatalf("list_instances of the adopting session does not show task %s", bg.TaskID)
 	}
+}
+
+// waitForTask waits until a task is in state as read from its instance
+// directly, behind the back of every session.
+func (e *env) waitForTask(instance, taskID string, state task.State) {
+	e.t.Helper()
+	incustest.WaitFor(e.t, "task "+taskID+" to be "+string(state), time.Minute, func() bool {
+		info, err := task.Status(e.ctx(), e.client, instance, taskID)
+		return err == nil && info.State == state
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // ListTemplatesArgs: list_templates takes no arguments.
@@ -54,6 +55,15 @@ type DelegateAgent struct {
 	ApprovalPolicy         string `json:"approval_policy,omitempty" jsonschema:"Codex's approval policy: always never"`
 }
 
+var listTemplatesTool = newTool[ListTemplatesArgs, ListTemplatesResult](mcpkit.Spec{
+	Name: "list_templates", Annotations: readOnly(),
+	Description: "List the templates the user approved for agents in mcp.yaml, whether each is usable (approved, trusted, built), its agent tools and delegate agents, and the limits max_instances, max_concurrent_tasks and orphan_grace_hours.",
+})
+
+func (s *Server) addTemplateTools() {
+	addTool(s, listTemplatesTool, s.listTemplates)
+}
+
 func (s *Server) listTemplates(ctx context.Context, c *call, _ ListTemplatesArgs) (ListTemplatesResult, string, error) {
 	out := ListTemplatesResult{
 		Templates:          []TemplateView{},
@@ -66,7 +76,7 @@ func (s *Server) listTemplates(ctx context.Context, c *call, _ ListTemplatesArgs
 		if err != nil {
 			return out, "", err
 		}
-		bases, err := s.templateInstances(ctx)
+		bases, err := s.opts.Client.InstancesByName(ctx)
 		if err != nil {
 			return out, "", err
 		}
@@ -75,19 +85,6 @@ func (s *Server) listTemplates(ctx context.Context, c *call, _ ListTemplatesArgs
 		}
 	}
 	return out, templatesText(c.policy, out), nil
-}
-
-// templateInstances reads the project's instances once, by name.
-func (s *Server) templateInstances(ctx context.Context) (map[string]*incus.Instance, error) {
-	list, err := s.opts.Client.Instances(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*incus.Instance, len(list))
-	for i := range list {
-		out[list[i].Name] = &list[i]
-	}
-	return out, nil
 }
 
 func describeTemplate(policy *config.MCP, set *template.Set, built *incus.Instance, name string) TemplateView {
@@ -140,28 +137,14 @@ func usable(set *template.Set, built *incus.Instance, name string) *Refusal {
 	return nil
 }
 
-// chainTools merges the agent tools of the template's chain, a child's
-// entry replacing its parent's of the same name.
+// chainTools are the agent tools of the template's chain (none when the
+// chain cannot be read; usable says why).
 func chainTools(set *template.Set, name string) []template.Tool {
 	chain, err := set.Chain(name)
 	if err != nil {
 		return nil
 	}
-	var tools []template.Tool
-	for _, def := range chain {
-		for _, t := range def.Tools {
-			replaced := false
-			for i := range tools {
-				if tools[i].Name == t.Name {
-					tools[i], replaced = t, true
-				}
-			}
-			if !replaced {
-				tools = append(tools, t)
-			}
-		}
-	}
-	return tools
+	return template.MergeTools(chain)
 }
 
 // describeDelegates fills the delegate fields of seed 000 that this isx

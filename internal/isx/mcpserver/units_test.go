@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 // A stdio session is alive exactly while its process runs: not once it
@@ -38,7 +39,7 @@ func TestSessionLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Killed but not reaped: a zombie is gone as far as sessions go.
-	waitFor(t, "the zombie", 5*time.Second, func() bool { return !SessionAlive(id) })
+	incustest.WaitFor(t, "the zombie", 5*time.Second, func() bool { return !SessionAlive(id) })
 	cmd.Wait() //nolint:errcheck // killed on purpose
 	if SessionAlive(id) {
 		t.Fatal("a reaped process's session is alive")

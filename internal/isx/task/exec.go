@@ -3,7 +3,6 @@ package task
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -73,8 +72,7 @@ func run(ctx context.Context, ex Executor, instance, taskID string, s script) (*
 	text, _, _ := splitOutput(out.stdout)
 	a, err := parseAnswer(text)
 	if err != nil {
-		return nil, &Error{Code: CodeInternal, Instance: instance, TaskID: taskID,
-			Message: "the task script in instance " + quoteName(instance) + " answered in a way isx does not understand", Err: err}
+		return nil, wrapError(CodeInternal, instance, taskID, err, "the task script in instance %s answered in a way isx does not understand", quoteName(instance))
 	}
 	out.answer = a
 	if a.errCode != "" {
@@ -90,9 +88,7 @@ func run(ctx context.Context, ex Executor, instance, taskID string, s script) (*
 	case 0, exitLaunch, exitNoUnits:
 		return out, nil
 	}
-	return nil, &Error{Code: CodeInternal, Instance: instance, TaskID: taskID,
-		Message: fmt.Sprintf("the task script in instance %q failed with exit code %d", instance, res.ExitCode),
-		Err:     errors.New(strings.TrimSpace(clip(string(res.Stderr)+" "+string(res.Stdout), 500)))}
+	return nil, wrapError(CodeInternal, instance, taskID, errors.New(strings.TrimSpace(clip(string(res.Stderr)+" "+string(res.Stdout), 500))), "the task script in instance %q failed with exit code %d", instance, res.ExitCode)
 }
 
 // splitOutput separates the machine-readable part of a script's output from

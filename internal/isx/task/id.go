@@ -31,8 +31,7 @@ func NewID(random io.Reader) (string, error) {
 // from outside is checked with it before it reaches an instance.
 func ValidateID(id string) error {
 	if !idPattern.MatchString(id) {
-		return &Error{Code: CodeInvalidArgument, TaskID: "",
-			Message: fmt.Sprintf("%q is not a task id: task ids are t- followed by ten characters of a-z and 2-7", clip(id, 40))}
+		return newError(CodeInvalidArgument, "", "", "%q is not a task id: task ids are t- followed by ten characters of a-z and 2-7", clip(id, 40))
 	}
 	return nil
 }
@@ -41,8 +40,7 @@ func ValidateID(id string) error {
 // A-Za-z0-9._:- (ISX-156, ISX-157).
 func ValidateKey(key string) error {
 	if !keyPattern.MatchString(key) {
-		return &Error{Code: CodeInvalidArgument,
-			Message: fmt.Sprintf("idempotency key %q is not allowed: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", clip(key, 80))}
+		return newError(CodeInvalidArgument, "", "", "idempotency key %q is not allowed: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", clip(key, 80))
 	}
 	return nil
 }

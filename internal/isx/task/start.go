@@ -59,7 +59,7 @@ func (s *Starter) create(ctx context.Context, ex Executor, instance string, spec
 	}
 	id, err := NewID(s.random)
 	if err != nil {
-		return nil, &Error{Code: CodeInternal, Instance: instance, Message: "cannot make a task id", Err: err}
+		return nil, wrapError(CodeInternal, instance, "", err, "cannot make a task id")
 	}
 	prep, err := newPreparation(id, spec, s.clock.Now().UTC())
 	if err != nil {

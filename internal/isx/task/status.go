@@ -96,7 +96,7 @@ type answer struct {
 	tasks   []*facts
 	byID    map[string]*facts
 	words   map[string][]string // other lines by their first word
-	errCode Code
+	errCode string
 	errText string
 }
 
@@ -138,7 +138,7 @@ func parseAnswer(out string) (*answer, error) {
 			}
 		case "error":
 			code, text, _ := strings.Cut(rest, " ")
-			a.errCode, a.errText = Code(code), text
+			a.errCode, a.errText = code, text
 		case "created", "replayed", "launch", "ended", "cancelled", "changed", "cleared", "none", "stop":
 			a.words[tag] = strings.Fields(rest)
 		default:

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 func TestNewIDIsValidAndDrawnFromTheSource(t *testing.T) {
@@ -31,7 +33,7 @@ func TestValidateKey(t *testing.T) {
 	}
 	bad := []string{"", strings.Repeat("k", 65), "a/b", "a b", "ä", "a\n", "$(x)", "a;b", "..\\x"}
 	for _, key := range bad {
-		if err := ValidateKey(key); CodeOf(err) != CodeInvalidArgument {
+		if err := ValidateKey(key); coded.CodeOf(err) != CodeInvalidArgument {
 			t.Errorf("ValidateKey(%q) = %v, want invalid_argument", key, err)
 		}
 	}
@@ -44,7 +46,7 @@ func TestValidateID(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"", "t-", "t-aaaaaaaaa", "t-aaaaaaaaaaa", "t-aaaaaaaaa1", "t-AAAAAAAAAA", "x-aaaaaaaaaa", "t-aaaaaaaaaa\n", " t-aaaaaaaaaa", "t-aaaaa/aaaa"} {
-		if err := ValidateID(id); CodeOf(err) != CodeInvalidArgument {
+		if err := ValidateID(id); coded.CodeOf(err) != CodeInvalidArgument {
 			t.Errorf("ValidateID(%q) = %v, want invalid_argument", id, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 )
@@ -53,7 +54,7 @@ func TestTasksBusyBox(t *testing.T) {
 	t.Run("instance without an agent user is unavailable", func(t *testing.T) {
 		bare := incustest.Launch(t, c, incustest.BusyBox)
 		_, err := env.starter.Start(context.Background(), c, bare, Spec{Kind: KindCommand, Command: Shell("true")})
-		if CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "/home/agent") {
+		if coded.CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "/home/agent") {
 			t.Errorf("Start without an agent user: %v, want unavailable naming /home/agent", err)
 		}
 	})
@@ -64,12 +65,12 @@ func TestTasksBusyBox(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Status(ctx, c, inst, "t-aaaaaaaaaa")
-		if CodeOf(err) != CodeWrongState {
-			t.Errorf("Status in a stopped instance: %v (code %q), want wrong_state", err, CodeOf(err))
+		if coded.CodeOf(err) != CodeWrongState {
+			t.Errorf("Status in a stopped instance: %v (code %q), want wrong_state", err, coded.CodeOf(err))
 		}
 		_, err = Status(ctx, c, "no-such-instance", "t-aaaaaaaaaa")
-		if CodeOf(err) != CodeNotFound {
-			t.Errorf("Status in a missing instance: %v (code %q), want not_found", err, CodeOf(err))
+		if coded.CodeOf(err) != CodeNotFound {
+			t.Errorf("Status in a missing instance: %v (code %q), want not_found", err, coded.CodeOf(err))
 		}
 	})
 }
@@ -256,7 +257,7 @@ func exercise(t *testing.T, e *testEnv) {
 
 	t.Run("result of a running task is wrong_state", func(t *testing.T) {
 		_, err := Result(ctx, e.c, e.inst, running.ID, 0)
-		if CodeOf(err) != CodeWrongState {
+		if coded.CodeOf(err) != CodeWrongState {
 			t.Errorf("Result while running: %v, want wrong_state", err)
 		}
 	})
@@ -312,10 +313,10 @@ func exercise(t *testing.T, e *testEnv) {
 		if got := e.status(t, st.ID); got.State != StateLost || got.Record != nil {
 			t.Errorf("Status: %+v, want lost", got)
 		}
-		if _, err := Result(ctx, e.c, e.inst, st.ID, 0); CodeOf(err) != CodeNotFound {
+		if _, err := Result(ctx, e.c, e.inst, st.ID, 0); coded.CodeOf(err) != CodeNotFound {
 			t.Errorf("Result of a lost task: %v, want not_found", err)
 		}
-		if _, err := Cancel(ctx, e.c, e.inst, st.ID); CodeOf(err) != CodeNotFound {
+		if _, err := Cancel(ctx, e.c, e.inst, st.ID); coded.CodeOf(err) != CodeNotFound {
 			t.Errorf("Cancel of a lost task: %v, want not_found", err)
 		}
 		if got := e.status(t, "t-aaaaaaaaaa"); got.State != StateLost {
@@ -348,7 +349,7 @@ func exercise(t *testing.T, e *testEnv) {
 			t.Fatal(err)
 		}
 		e.root(t, "rm -rf "+Dir+"/"+first.Status.ID)
-		if _, err := FindByKey(ctx, e.c, e.inst, spec.Key); CodeOf(err) != CodeNotFound {
+		if _, err := FindByKey(ctx, e.c, e.inst, spec.Key); coded.CodeOf(err) != CodeNotFound {
 			t.Errorf("FindByKey after the task is gone: %v, want not_found", err)
 		}
 		third, err := e.starter.Start(ctx, e.c, e.inst, spec)
@@ -452,7 +453,7 @@ func exercise(t *testing.T, e *testEnv) {
 		}
 		before := e.count(t)
 		_, err = e.starter.Start(ctx, e.c, e.inst, Spec{Kind: KindCommand, Command: Shell("true"), Key: key})
-		if CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), delegate.Status.ID) {
+		if coded.CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), delegate.Status.ID) {
 			t.Errorf("command Start with a delegate's key: %v, want invalid_argument naming %s", err, delegate.Status.ID)
 		}
 		if after := e.count(t); after != before {
@@ -562,27 +563,27 @@ func exercise(t *testing.T, e *testEnv) {
 	t.Run("hostile ids never reach the instance", func(t *testing.T) {
 		counter := &countingExecutor{Executor: e.c}
 		for _, id := range []string{"t-aaaaaaaaaa; touch /pwned", "../../../etc", "t-aaaaaaaaa", "t-AAAAAAAAAA", "t-aaaaaaaaaa\n", "$(touch /pwned)", "t-aaaaaaaaa1", ""} {
-			if _, err := Status(ctx, counter, e.inst, id); CodeOf(err) != CodeInvalidArgument {
+			if _, err := Status(ctx, counter, e.inst, id); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Status(%q): %v, want invalid_argument", id, err)
 			}
-			if _, err := Cancel(ctx, counter, e.inst, id); CodeOf(err) != CodeInvalidArgument {
+			if _, err := Cancel(ctx, counter, e.inst, id); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Cancel(%q): %v, want invalid_argument", id, err)
 			}
-			if _, err := Result(ctx, counter, e.inst, id, 0); CodeOf(err) != CodeInvalidArgument {
+			if _, err := Result(ctx, counter, e.inst, id, 0); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Result(%q): %v, want invalid_argument", id, err)
 			}
-			if _, err := Wait(ctx, counter, e.inst, []string{running.ID, id}, 0); CodeOf(err) != CodeInvalidArgument {
+			if _, err := Wait(ctx, counter, e.inst, []string{running.ID, id}, 0); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Wait(%q): %v, want invalid_argument", id, err)
 			}
 		}
 		for _, key := range []string{"a/b", "a b", "", strings.Repeat("a", 65), "$(x)", "k\n"} {
-			if _, err := FindByKey(ctx, counter, e.inst, key); CodeOf(err) != CodeInvalidArgument {
+			if _, err := FindByKey(ctx, counter, e.inst, key); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("FindByKey(%q): %v, want invalid_argument", key, err)
 			}
 			if key == "" {
 				continue // no key at all
 			}
-			if _, err := e.starter.Start(ctx, counter, e.inst, Spec{Kind: KindCommand, Command: Shell("true"), Key: key}); CodeOf(err) != CodeInvalidArgument {
+			if _, err := e.starter.Start(ctx, counter, e.inst, Spec{Kind: KindCommand, Command: Shell("true"), Key: key}); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Start with key %q: %v, want invalid_argument", key, err)
 			}
 		}
@@ -596,7 +597,7 @@ func exercise(t *testing.T, e *testEnv) {
 			{Kind: KindCommand, Command: []string{"echo", "nul\x00byte"}},
 			{Kind: KindCommand, Command: Shell(strings.Repeat("x", MaxCommandBytes+1))},
 		} {
-			if _, err := e.starter.Start(ctx, counter, e.inst, spec); CodeOf(err) != CodeInvalidArgument {
+			if _, err := e.starter.Start(ctx, counter, e.inst, spec); coded.CodeOf(err) != CodeInvalidArgument {
 				t.Errorf("Start(%+v): %v, want invalid_argument", spec.Command, err)
 			}
 		}
@@ -643,7 +644,7 @@ func exercise(t *testing.T, e *testEnv) {
 	t.Run("missing working directory is refused", func(t *testing.T) {
 		before := e.count(t)
 		_, err := e.starter.Start(ctx, e.c, e.inst, Spec{Kind: KindCommand, Command: Shell("true"), Cwd: "/no/such/dir"})
-		if CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "/no/such/dir") {
+		if coded.CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "/no/such/dir") {
 			t.Errorf("Start in a missing directory: %v, want invalid_argument naming it", err)
 		}
 		if after := e.count(t); after != before {

@@ -24,7 +24,7 @@ func builtins() ([]*Definition, error) {
 	for _, name := range names {
 		data, err := builtinFS.ReadFile(name)
 		if err != nil {
-			return nil, &Error{Code: CodeUnreadable, File: builtinPath(name), Message: "cannot be read: " + err.Error(), Err: err}
+			return nil, unreadable(builtinPath(name), "cannot be read", err)
 		}
 		d, err := parse(data, builtinPath(path.Base(name)), "")
 		if err != nil {

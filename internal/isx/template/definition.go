@@ -98,6 +98,26 @@ type Tool struct {
 	AgentNote string
 }
 
+// MergeTools are the agent tools of a chain of definitions, parents first:
+// a child's entry for a tool replaces its parent's, in the parent's place.
+func MergeTools(chain []*Definition) []Tool {
+	var tools []Tool
+	for _, def := range chain {
+		for _, t := range def.Tools {
+			replaced := false
+			for i := range tools {
+				if tools[i].Name == t.Name {
+					tools[i], replaced = t, true
+				}
+			}
+			if !replaced {
+				tools = append(tools, t)
+			}
+		}
+	}
+	return tools
+}
+
 // Repo is a repository cloned for an agent tool.
 type Repo struct {
 	URL string

@@ -1,10 +1,7 @@
 package template
 
 import (
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Codes carried by Error. They are machine-readable and stable: callers
@@ -31,60 +28,18 @@ const (
 	CodeBadOptions = "invalid_options"
 )
 
-// Error is every failure this package reports. File and Line locate the
-// problem (Line is 0 when no single line is at fault), Field names the
-// setting in the definition (like "run[2].user"), Message says what is
-// wrong and how to fix it.
-type Error struct {
-	Code    string
-	File    string
-	Line    int
-	Field   string
-	Message string
-	// Err is the underlying cause, when there is one (an I/O error, say).
-	Err error
+// Error is every failure this package reports: where (Key names the
+// setting in the definition, like "run[2].user"), what is wrong and how to
+// fix it, and the underlying cause, when there is one (an I/O error, say).
+// It matches another coded error by code alone, so that
+// errors.Is(err, &coded.Error{Code: template.CodeNotApproved}) works.
+type Error struct{ yamltree.Located }
+
+func invalidf(file string, line int, key, format string, args ...any) *Error {
+	return &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: file, Line: line, Key: key}, nil, format, args...)}
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			b.WriteString(":")
-			b.WriteString(strconv.Itoa(e.Line))
-		}
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Message)
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error by code alone, so that
-// errors.Is(err, &template.Error{Code: template.CodeNotApproved}) works.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Code != "" && t.Code == e.Code
-}
-
-// CodeOf returns the code of the first *Error in err's chain, or "" when
-// err is nil or carries none.
-func CodeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
-func invalidf(file string, line int, field, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalid, File: file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)}
+// unreadable is a file or directory that cannot be read at all.
+func unreadable(path, what string, err error) *Error {
+	return &Error{yamltree.Problem(CodeUnreadable, yamltree.Place{File: path}, err, "%s: %v", what, err)}
 }

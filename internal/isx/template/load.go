@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // errNotDir is what stat says when a parent of .incus-spawn is a file.
@@ -134,7 +136,7 @@ func loadProject(workDir string) ([]*Definition, error) {
 
 func (o Options) check() error {
 	bad := func(field, msg string) error {
-		return &Error{Code: CodeBadOptions, Field: field, Message: msg}
+		return &Error{yamltree.Problem(CodeBadOptions, yamltree.Place{Key: field}, nil, "%s", msg)}
 	}
 	if o.Home == "" || !filepath.IsAbs(o.Home) {
 		return bad("Home", fmt.Sprintf("home directory %q must be an absolute path", o.Home))
@@ -161,7 +163,7 @@ func FindProjectDir(workDir string) (string, bool, error) {
 		case err == nil && info.IsDir():
 			return candidate, true, nil
 		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotDir):
-			return "", false, &Error{Code: CodeUnreadable, File: candidate, Message: "cannot be examined: " + err.Error(), Err: err}
+			return "", false, unreadable(candidate, "cannot be examined", err)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -184,8 +186,7 @@ func loadSource(kind SourceKind, dirs ...string) ([]*Definition, error) {
 		}
 		for _, d := range found {
 			if first, dup := byName[d.Name]; dup {
-				return nil, &Error{Code: CodeDuplicate, File: d.Source.Path, Field: "name",
-					Message: fmt.Sprintf("%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", d.Name, first.Source.Path)}
+				return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", d.Name, first.Source.Path)}
 			}
 			byName[d.Name] = d
 			out = append(out, d)
@@ -200,7 +201,7 @@ func loadDir(dir string, kind SourceKind) ([]*Definition, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeUnreadable, File: dir, Message: "template directory cannot be read: " + err.Error(), Err: err}
+		return nil, unreadable(dir, "template directory cannot be read", err)
 	}
 	var out []*Definition
 	for _, entry := range entries {
@@ -211,7 +212,7 @@ func loadDir(dir string, kind SourceKind) ([]*Definition, error) {
 		file := filepath.Join(dir, name)
 		info, err := os.Stat(file)
 		if err != nil {
-			return nil, &Error{Code: CodeUnreadable, File: file, Message: "cannot be read: " + err.Error(), Err: err}
+			return nil, unreadable(file, "cannot be read", err)
 		}
 		if info.IsDir() {
 			continue

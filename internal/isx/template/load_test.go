@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -155,7 +157,7 @@ func TestLoadWithoutWorkDirHasNoProjectLocal(t *testing.T) {
 	tr := newTree(t)
 	tr.projectLocal(t, "x.yaml", "name: tpl-x\nimage: isx/debian-12\n")
 	set := mustLoad(t, Options{Home: tr.home})
-	if _, err := set.Get("tpl-x"); CodeOf(err) != CodeNotFound {
+	if _, err := set.Get("tpl-x"); coded.CodeOf(err) != CodeNotFound {
 		t.Fatalf("project-local loaded without a working directory: %v", err)
 	}
 }
@@ -308,8 +310,8 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 			if err == nil {
 				t.Fatal("Load succeeded")
 			}
-			if CodeOf(err) != c.code || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), c.text) {
-				t.Fatalf("got %v (code %s), want code %s naming %s and %q", err, CodeOf(err), c.code, file, c.text)
+			if coded.CodeOf(err) != c.code || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("got %v (code %s), want code %s naming %s and %q", err, coded.CodeOf(err), c.code, file, c.text)
 			}
 		})
 	}
@@ -322,7 +324,7 @@ func TestLoadRefusesRelativeOptions(t *testing.T) {
 		{Home: "/h", WorkDir: "src"},
 		{Home: "/h", SearchPaths: []string{"templates"}},
 	} {
-		if _, err := Load(opts); CodeOf(err) != CodeBadOptions {
+		if _, err := Load(opts); coded.CodeOf(err) != CodeBadOptions {
 			t.Errorf("Load(%+v) = %v", opts, err)
 		}
 	}
@@ -374,16 +376,16 @@ func TestChainErrors(t *testing.T) {
 	set := mustLoad(t, tr.options())
 
 	_, err := set.Chain("tpl-m")
-	if CodeOf(err) != CodeMissingParent || !strings.HasPrefix(err.Error(), missingFile+":3: parent: ") || !strings.Contains(err.Error(), `"tpl-nowhere"`) {
+	if coded.CodeOf(err) != CodeMissingParent || !strings.HasPrefix(err.Error(), missingFile+":3: parent: ") || !strings.Contains(err.Error(), `"tpl-nowhere"`) {
 		t.Errorf("missing parent: %v", err)
 	}
 	_, err = set.Chain("tpl-n")
-	if CodeOf(err) != CodeMissingParent || !strings.Contains(err.Error(), missingFile) || !strings.Contains(err.Error(), "tpl-n builds on tpl-m") {
+	if coded.CodeOf(err) != CodeMissingParent || !strings.Contains(err.Error(), missingFile) || !strings.Contains(err.Error(), "tpl-n builds on tpl-m") {
 		t.Errorf("missing grandparent: %v", err)
 	}
 	for _, name := range []string{"tpl-c1", "tpl-c2", "tpl-d"} {
 		_, err = set.Chain(name)
-		if CodeOf(err) != CodeCycle {
+		if coded.CodeOf(err) != CodeCycle {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, member := range []string{"tpl-c1", "tpl-c2", "tpl-c3"} {
@@ -399,16 +401,16 @@ func TestChainErrors(t *testing.T) {
 	if !strings.Contains(err.Error(), "tpl-c1 → tpl-c2 → tpl-c3 → tpl-c1") || !strings.Contains(err.Error(), filepath.Dir(cycleFile)) {
 		t.Errorf("cycle message %v", err)
 	}
-	if _, err := set.ChainHash("tpl-c1"); CodeOf(err) != CodeCycle {
+	if _, err := set.ChainHash("tpl-c1"); coded.CodeOf(err) != CodeCycle {
 		t.Errorf("ChainHash of a cycle: %v", err)
 	}
-	if _, err := set.Chain("tpl-unknown"); CodeOf(err) != CodeNotFound {
+	if _, err := set.Chain("tpl-unknown"); coded.CodeOf(err) != CodeNotFound {
 		t.Errorf("unknown: %v", err)
 	}
 
 	rootless := setOf(t, def("tpl-r", "", "", SourceUser), def("tpl-s", "tpl-r", "", SourceUser))
 	_, err = rootless.Chain("tpl-s")
-	if CodeOf(err) != CodeNoRootImage || !strings.Contains(err.Error(), "/defs/tpl-r.yaml") {
+	if coded.CodeOf(err) != CodeNoRootImage || !strings.Contains(err.Error(), "/defs/tpl-r.yaml") {
 		t.Errorf("no root image: %v", err)
 	}
 }
@@ -456,18 +458,18 @@ func TestApprovable(t *testing.T) {
 		}
 	}
 	err := set.Approvable("tpl-x")
-	if CodeOf(err) != CodeNotApproved || !strings.Contains(err.Error(), local) ||
+	if coded.CodeOf(err) != CodeNotApproved || !strings.Contains(err.Error(), local) ||
 		!strings.Contains(err.Error(), "project-local definitions can never be used through MCP") {
 		t.Errorf("project-local: %v", err)
 	}
 	err = set.Approvable("tpl-on-local")
-	if CodeOf(err) != CodeNotApproved || !strings.Contains(err.Error(), localBase) || !strings.Contains(err.Error(), "tpl-local-base") {
+	if coded.CodeOf(err) != CodeNotApproved || !strings.Contains(err.Error(), localBase) || !strings.Contains(err.Error(), "tpl-local-base") {
 		t.Errorf("trusted on project-local parent: %v", err)
 	}
-	if !errors.Is(err, &Error{Code: CodeNotApproved}) {
+	if !errors.Is(err, &coded.Error{Code: CodeNotApproved}) {
 		t.Error("errors.Is by code")
 	}
-	if err := set.Approvable("tpl-none"); CodeOf(err) != CodeNotFound {
+	if err := set.Approvable("tpl-none"); coded.CodeOf(err) != CodeNotFound {
 		t.Errorf("unknown: %v", err)
 	}
 
@@ -485,7 +487,7 @@ func TestProjectLocalIsNeverTrusted(t *testing.T) {
 	forged := &Definition{Name: "tpl-f", Image: "x", Source: Source{Kind: SourceProjectLocal, Trusted: true}}
 	plain := &Definition{Name: "tpl-p", Image: "x"} // as Parse returns it
 	set := setOf(t, forged, plain)
-	if CodeOf(set.Approvable("tpl-f")) != CodeNotApproved || CodeOf(set.Approvable("tpl-p")) != CodeNotApproved {
+	if coded.CodeOf(set.Approvable("tpl-f")) != CodeNotApproved || coded.CodeOf(set.Approvable("tpl-p")) != CodeNotApproved {
 		t.Fatal("an untrusted definition was approvable")
 	}
 	trusted := &Definition{Name: "tpl-f", Image: "y", Source: Source{Kind: SourceUser, Trusted: true}}
@@ -499,7 +501,7 @@ func TestNewSetRefusesTwoUntrustedOfOneName(t *testing.T) {
 	a := def("tpl-a", "", "x", SourceProjectLocal)
 	b := def("tpl-a", "", "y", SourceProjectLocal)
 	b.Source.Path = "/other/tpl-a.yaml"
-	if _, err := NewSet(a, b); CodeOf(err) != CodeDuplicate || !strings.Contains(err.Error(), "/other/tpl-a.yaml") {
+	if _, err := NewSet(a, b); coded.CodeOf(err) != CodeDuplicate || !strings.Contains(err.Error(), "/other/tpl-a.yaml") {
 		t.Fatalf("got %v", err)
 	}
 }

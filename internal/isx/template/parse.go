@@ -87,7 +87,7 @@ func Parse(data []byte, path string) (*Definition, error) {
 func ParseFile(path string) (*Definition, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, &Error{Code: CodeUnreadable, File: path, Message: "cannot resolve the path: " + err.Error(), Err: err}
+		return nil, unreadable(path, "cannot resolve the path", err)
 	}
 	data, err := readLimited(abs)
 	if err != nil {
@@ -99,15 +99,15 @@ func ParseFile(path string) (*Definition, error) {
 func readLimited(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{Code: CodeUnreadable, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, unreadable(path, "cannot be read", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, &Error{Code: CodeUnreadable, File: path, Message: "cannot be read: " + err.Error(), Err: err}
+		return nil, unreadable(path, "cannot be read", err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, &Error{Code: CodeInvalid, File: path, Message: fmt.Sprintf("is larger than %d bytes; a template definition should be far smaller", MaxFileSize)}
+		return nil, &Error{yamltree.Problem(CodeInvalid, yamltree.Place{File: path}, nil, "is larger than %d bytes; a template definition should be far smaller", MaxFileSize)}
 	}
 	return data, nil
 }
@@ -183,7 +183,7 @@ func (r *definitionReader) definition(root *yaml.Node) (*Definition, error) {
 	case d.Parent == "" && d.Image == "":
 		return nil, invalidf(r.File, root.Line, "image", "is missing; give either `image` (an Incus image alias like isx/debian-12, or a local image tarball) or `parent` (another template's name)")
 	case d.Parent == d.Name:
-		return nil, &Error{Code: CodeCycle, File: r.File, Line: parentNode.Line, Field: "parent", Message: fmt.Sprintf("is %q, the template itself; name a different template or use `image`", d.Parent)}
+		return nil, &Error{yamltree.Problem(CodeCycle, yamltree.Place{File: r.File, Line: parentNode.Line, Key: "parent"}, nil, "is %q, the template itself; name a different template or use `image`", d.Parent)}
 	}
 	return d, nil
 }

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 const fullDefinition = `# a comment that does not matter
@@ -234,8 +238,8 @@ func TestParseErrors(t *testing.T) {
 			if !strings.HasPrefix(msg, wantPrefix) {
 				t.Errorf("message %q does not start with %q", msg, wantPrefix)
 			}
-			if c.field != "" && (!strings.Contains(msg, c.field) || !strings.HasPrefix(te.Field, strings.SplitN(c.field, ".", 2)[0])) {
-				t.Errorf("message %q / field %q does not name %q", msg, te.Field, c.field)
+			if c.field != "" && (!strings.Contains(msg, c.field) || !strings.HasPrefix(te.Key, strings.SplitN(c.field, ".", 2)[0])) {
+				t.Errorf("message %q / field %q does not name %q", msg, te.Key, c.field)
 			}
 			if !strings.Contains(msg, c.text) {
 				t.Errorf("message %q does not contain %q", msg, c.text)
@@ -260,20 +264,20 @@ func TestCheckName(t *testing.T) {
 func TestParseFileNamesUnreadableFile(t *testing.T) {
 	missing := t.TempDir() + "/nope.yaml"
 	_, err := ParseFile(missing)
-	if CodeOf(err) != CodeUnreadable || !strings.Contains(err.Error(), missing) {
+	if coded.CodeOf(err) != CodeUnreadable || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestErrorIsMatchesCode(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", &Error{Code: CodeNotApproved, Message: "x"})
-	if !errors.Is(err, &Error{Code: CodeNotApproved}) {
+	err := fmt.Errorf("wrapped: %w", &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{}, nil, "x")})
+	if !errors.Is(err, &coded.Error{Code: CodeNotApproved}) {
 		t.Error("errors.Is by code failed")
 	}
-	if errors.Is(err, &Error{Code: CodeNotFound}) {
+	if errors.Is(err, &coded.Error{Code: CodeNotFound}) {
 		t.Error("errors.Is matched another code")
 	}
-	if CodeOf(err) != CodeNotApproved || CodeOf(errors.New("plain")) != "" || CodeOf(nil) != "" {
+	if coded.CodeOf(err) != CodeNotApproved || coded.CodeOf(errors.New("plain")) != "" || coded.CodeOf(nil) != "" {
 		t.Error("CodeOf")
 	}
 }
@@ -307,7 +311,7 @@ func TestParsePathsInsideTheInstance(t *testing.T) {
 		"name: t\nimage: \"/a\\tb.tar\"\n",
 		"name: t\nimage: x\ntools:\n  - name: claude\n    repos: [\"https://\"]\n",
 	} {
-		if _, err := Parse([]byte(bad), "/t.yaml"); CodeOf(err) != CodeInvalid {
+		if _, err := Parse([]byte(bad), "/t.yaml"); coded.CodeOf(err) != CodeInvalid {
 			t.Errorf("accepted or wrong error (%v):\n%s", err, bad)
 		}
 	}
@@ -315,7 +319,22 @@ func TestParsePathsInsideTheInstance(t *testing.T) {
 
 func TestBuiltinDefinitionCannotUseRelativeImage(t *testing.T) {
 	_, err := parse([]byte("name: t\nimage: ./x.tar.gz\n"), builtinPath("t.yaml"), "")
-	if CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "built-in") {
+	if coded.CodeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "built-in") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A child's entry for an agent tool replaces its parent's in the parent's
+// place; tools only the child has come after.
+func TestMergeToolsChildReplacesParent(t *testing.T) {
+	parent := &Definition{Tools: []Tool{{Name: ToolClaude, Model: "sonnet"}, {Name: ToolCodex}}}
+	child := &Definition{Tools: []Tool{{Name: ToolPi}, {Name: ToolClaude, Model: "opus"}}}
+	got := MergeTools([]*Definition{parent, child})
+	want := []Tool{{Name: ToolClaude, Model: "opus"}, {Name: ToolCodex}, {Name: ToolPi}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MergeTools = %+v, want %+v", got, want)
+	}
+	if got := MergeTools(nil); len(got) != 0 {
+		t.Errorf("MergeTools(nil) = %+v", got)
 	}
 }

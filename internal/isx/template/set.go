@@ -2,8 +2,11 @@ package template
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
 // Set is every definition that won its name, with what it shadowed. It is
@@ -32,8 +35,7 @@ func NewSet(defs ...*Definition) (*Set, error) {
 			s.byName[d.Name] = d
 			s.shadow(existing, d)
 		default:
-			return nil, &Error{Code: CodeDuplicate, File: d.Source.Path, Field: "name",
-				Message: fmt.Sprintf("%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
+			return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
 		}
 	}
 	return s, nil
@@ -63,14 +65,7 @@ func (s *Set) Warnings() []Warning { return append([]Warning(nil), s.warnings...
 func (s *Set) Shadowed() []*Definition { return append([]*Definition(nil), s.shadowed...) }
 
 // Names lists the templates in the set, sorted.
-func (s *Set) Names() []string {
-	names := make([]string, 0, len(s.byName))
-	for name := range s.byName {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func (s *Set) Names() []string { return slices.Sorted(maps.Keys(s.byName)) }
 
 // Definitions lists the winning definitions, sorted by name.
 func (s *Set) Definitions() []*Definition {
@@ -85,8 +80,7 @@ func (s *Set) Definitions() []*Definition {
 func (s *Set) Get(name string) (*Definition, error) {
 	d, ok := s.byName[name]
 	if !ok {
-		return nil, &Error{Code: CodeNotFound, Field: "name",
-			Message: fmt.Sprintf("no template named %q is defined; `isx list` shows the templates there are", name)}
+		return nil, &Error{yamltree.Problem(CodeNotFound, yamltree.Place{Key: "name"}, nil, "no template named %q is defined; `isx list` shows the templates there are", name)}
 	}
 	return d, nil
 }
@@ -116,14 +110,13 @@ func (s *Set) Chain(name string) ([]*Definition, error) {
 			if cur != d {
 				msg += fmt.Sprintf(" (%s builds on %s)", d.Name, cur.Name)
 			}
-			return nil, &Error{Code: CodeMissingParent, File: cur.Source.Path, Line: cur.parentLine, Field: "parent", Message: msg}
+			return nil, &Error{yamltree.Problem(CodeMissingParent, yamltree.Place{File: cur.Source.Path, Line: cur.parentLine, Key: "parent"}, nil, "%s", msg)}
 		}
 		cur = parent
 	}
 	root := chain[len(chain)-1]
 	if root.Image == "" {
-		return nil, &Error{Code: CodeNoRootImage, File: root.Source.Path, Field: "image",
-			Message: fmt.Sprintf("template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}
+		return nil, &Error{yamltree.Problem(CodeNoRootImage, yamltree.Place{File: root.Source.Path, Key: "image"}, nil, "template %s has neither a parent nor an image, so %s has nothing to build on; give it an `image`", root.Name, d.Name)}
 	}
 	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
 		chain[i], chain[j] = chain[j], chain[i]
@@ -138,8 +131,7 @@ func (s *Set) cycle(loop []*Definition, back *Definition) error {
 	}
 	names = append(names, back.Name)
 	last := loop[len(loop)-1]
-	return &Error{Code: CodeCycle, File: last.Source.Path, Line: last.parentLine, Field: "parent",
-		Message: fmt.Sprintf("parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}
+	return &Error{yamltree.Problem(CodeCycle, yamltree.Place{File: last.Source.Path, Line: last.parentLine, Key: "parent"}, nil, "parents form a cycle: %s; give one of these templates an `image` instead of a parent", strings.Join(names, " → "))}
 }
 
 // ChainHash is the hex sha256 over the hashes of name's whole chain, so a
@@ -178,12 +170,10 @@ func (s *Set) Approvable(name string) error {
 		return err
 	}
 	if d.ProjectLocal() {
-		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
-			Message: fmt.Sprintf("template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}
+		return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "template %s is a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP", name)}
 	}
 	if !d.trusted() {
-		return &Error{Code: CodeNotApproved, File: d.Source.Path, Field: "name",
-			Message: fmt.Sprintf("template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}
+		return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "template %s does not come from a trusted source (built-in, ~/.config/incus-spawn/images/ or template-paths), so it can never be used through MCP", name)}
 	}
 	chain, err := s.Chain(name)
 	if err != nil {
@@ -191,8 +181,7 @@ func (s *Set) Approvable(name string) error {
 	}
 	for _, c := range chain {
 		if !c.trusted() {
-			return &Error{Code: CodeNotApproved, File: c.Source.Path, Field: "parent",
-				Message: fmt.Sprintf("template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}
+			return &Error{yamltree.Problem(CodeNotApproved, yamltree.Place{File: c.Source.Path, Key: "parent"}, nil, "template %s builds on %s, a project-local definition (.incus-spawn/); project-local definitions can never be used through MCP, not even as a parent", name, c.Name)}
 		}
 	}
 	return nil

@@ -1,9 +1,12 @@
 package template
 
-import "github.com/incusspawn/isx/internal/isx/yamltree"
+import (
+	"github.com/incusspawn/isx/internal/isx/yamltree"
+)
 
 // fromTree gives a problem yamltree found in a definition this package's
 // error type and code.
 func fromTree(e *yamltree.Error) error {
-	return &Error{Code: CodeInvalid, File: e.File, Line: e.Line, Field: e.Key, Message: e.Message, Err: e.Err}
+	e.Code = CodeInvalid
+	return &Error{*e}
 }

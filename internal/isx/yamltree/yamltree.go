@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Reader reads the nodes of one file. Its zero value, with File set,
@@ -81,7 +83,7 @@ func (r *Reader) syntaxError(err error) error {
 		// A scanner error on the first line comes without a line number.
 		line = 1
 	}
-	return r.wrap(&Error{File: r.File, Line: line, Message: "is not valid YAML: " + msg, Err: err})
+	return r.wrap(&Error{Base: coded.Base{Message: "is not valid YAML: " + msg, Err: err}, Place: Place{File: r.File, Line: line}})
 }
 
 // parserProblems are the messages of yaml.v3's parser (not its scanner).

@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/yamltree"
 )
 
@@ -270,10 +271,10 @@ func TestErrorText(t *testing.T) {
 		e    yamltree.Error
 		want string
 	}{
-		{yamltree.Error{File: "/f", Line: 3, Key: "a.b", Message: "m"}, "/f:3: a.b: m"},
-		{yamltree.Error{File: "/f", Key: "a", Message: "m"}, "/f: a: m"},
-		{yamltree.Error{File: "/f", Line: 1, Message: "m"}, "/f:1: m"},
-		{yamltree.Error{Key: "a", Message: "m"}, "a: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Line: 3, Key: "a.b"}}, "/f:3: a.b: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Key: "a"}}, "/f: a: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{File: "/f", Line: 1}}, "/f:1: m"},
+		{yamltree.Error{Base: coded.Base{Message: "m"}, Place: yamltree.Place{Key: "a"}}, "a: m"},
 	} {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.e, got, c.want)
