@@ -241,7 +241,7 @@ func (v *validation) policies() error {
 	err := policy.Validate(v.def.Policies)
 	var invalid *policy.InvalidError
 	if errors.As(err, &invalid) {
-		return &Error{Code: CodeBadRequest, Path: "policies" + invalid.Path(), Message: invalid.Message, Err: err}
+		return newError(CodeBadRequest, "policies"+invalid.Path(), invalid.Message, err)
 	}
 	return err
 }
@@ -435,7 +435,7 @@ func (v *validation) reach(path, what, name string, version int) (Target, error)
 	if version > 0 {
 		at = fmt.Sprintf(" at version %d", version)
 	}
-	notFound := &Error{Code: CodeNotFound, Path: path + ".name", Message: fmt.Sprintf("no %s named %q%s that you can read", what, name, at)}
+	notFound := newError(CodeNotFound, path+".name", fmt.Sprintf("no %s named %q%s that you can read", what, name, at), nil)
 	target, err := v.resolver.Resolve(v.ctx, name, version)
 	if errors.Is(err, ErrNotFound) {
 		notFound.Err = err
@@ -453,7 +453,7 @@ func (v *validation) reach(path, what, name string, version int) (Target, error)
 		return Target{}, notFound
 	}
 	if err := v.writer.Check(v.ctx, policy.Request{Operation: policy.Invoke, Resource: ResourceAction, Document: document}); err != nil {
-		return Target{}, &Error{Code: CodeAccessDenied, Path: path + ".name", Message: fmt.Sprintf("you may not INVOKE %s %q, so you cannot reference it: %v", what, name, err), Err: err}
+		return Target{}, newError(CodeAccessDenied, path+".name", fmt.Sprintf("you may not INVOKE %s %q, so you cannot reference it: %v", what, name, err), err)
 	}
 	return target, nil
 }

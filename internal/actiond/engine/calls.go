@@ -114,8 +114,7 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 	output, failure := env.run(callCtx)
 	if failure == nil && t.compiled != nil {
 		if err := t.compiled.ValidateOutput(output); err != nil {
-			failure = &Failure{Code: CodeOutputInvalid, Message: "The tool answered with output that does not match its output schema.",
-				Hint: "Ask the tool's owner to fix the tool or its outputSchema.", Detail: err.Error()}
+			failure = NewFailure(CodeOutputInvalid, "The tool answered with output that does not match its output schema.", "Ask the tool's owner to fix the tool or its outputSchema.").WithDetail(err.Error())
 		}
 	}
 	if failure == nil && callCtx.Err() != nil && ctx.Err() == nil {
@@ -147,9 +146,7 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 }
 
 func timeoutFailure(t target) *Failure {
-	return &Failure{Code: CodeTimeout, Message: "The tool passed its own response timeout.",
-		Hint:   "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.",
-		Detail: map[string]any{"responseTimeoutSeconds": int(t.action.Definition.ResponseTimeout().Seconds())}}
+	return NewFailure(CodeTimeout, "The tool passed its own response timeout.", "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.").WithDetail(map[string]any{"responseTimeoutSeconds": int(t.action.Definition.ResponseTimeout().Seconds())})
 }
 
 func (q *request) execution(t target, input map[string]any, parent string) *store.Execution {
@@ -195,14 +192,12 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 	t := e.target
 	if t.compiled != nil {
 		if err := t.compiled.ValidateInput(e.input); err != nil {
-			return nil, &Failure{Code: CodeInputInvalid, Message: inputMessage(err),
-				Hint: "Call the tool with arguments that match its inputSchema (see tools/list)."}
+			return nil, NewFailure(CodeInputInvalid, inputMessage(err), "Call the tool with arguments that match its inputSchema (see tools/list).")
 		}
 	}
 	if t.action.Native {
 		if err := e.request.runner.validateNative(t.action.Definition.Name, e.input); err != nil {
-			return nil, &Failure{Code: CodeInputInvalid, Message: inputMessage(err),
-				Hint: "Call the tool with arguments that match its inputSchema (see tools/list)."}
+			return nil, NewFailure(CodeInputInvalid, inputMessage(err), "Call the tool with arguments that match its inputSchema (see tools/list).")
 		}
 		switch t.action.Definition.Name {
 		case action.NativeCEL:
@@ -210,7 +205,7 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 		case action.NativeGraphQL:
 			return e.nativeGraphQL(ctx, e.input)
 		}
-		return nil, &Failure{Code: CodeToolNotDeclared, Message: "This native tool is not available on this server."}
+		return nil, NewFailure(CodeToolNotDeclared, "This native tool is not available on this server.", "")
 	}
 	switch t.action.Definition.Kind {
 	case action.KindCEL:
@@ -224,7 +219,7 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 	case action.KindTool:
 		return e.starlark(ctx)
 	}
-	return nil, &Failure{Code: CodeNotRunnable, Message: fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind)}
+	return nil, NewFailure(CodeNotRunnable, fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind), "")
 }
 
 // validateNative checks a native tool's input against the schema the
@@ -259,7 +254,7 @@ func celFailure(err error) *Failure {
 	if errors.As(err, &cerr) {
 		message = cerr.Error()
 	}
-	return &Failure{Code: CodeCELEvaluation, Message: message, Hint: "Fix the expression or the values it reads."}
+	return NewFailure(CodeCELEvaluation, message, "Fix the expression or the values it reads.")
 }
 
 func (e *callEnv) nativeCEL(ctx context.Context, input map[string]any) (any, *Failure) {
@@ -342,7 +337,7 @@ func asFailure(err error) *Failure {
 	}
 	var denied *policy.Denied
 	if errors.As(err, &denied) {
-		return &Failure{Code: denied.Code(), Message: denied.Error(), Hint: denied.Hint(), Detail: denied.Detail()}
+		return NewFailure(denied.ErrorCode(), denied.Error(), denied.Hint()).WithDetail(denied.Detail())
 	}
-	return &Failure{Code: CodeFailure, Message: err.Error()}
+	return NewFailure(CodeFailure, err.Error(), "")
 }

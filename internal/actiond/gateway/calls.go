@@ -123,7 +123,7 @@ func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *engine.Fai
 		if errors.As(err, &aerr) {
 			message = aerr.Message
 		}
-		return nil, &engine.Failure{Code: code, Message: message, Hint: "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again."}
+		return nil, engine.NewFailure(code, message, "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again.")
 	}
 	if intent != "" {
 		ex.setInvocation("intent", intent)
@@ -139,8 +139,7 @@ func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]
 	scope := action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
 	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, scope, args)
 	if err != nil {
-		return nil, &engine.Failure{Code: engine.CodeCELEvaluation, Message: "The server's fixed input for this tool could not be evaluated.",
-			Hint: "Ask the server's owner to fix the tool reference's fixed input.", Detail: err.Error()}
+		return nil, engine.NewFailure(engine.CodeCELEvaluation, "The server's fixed input for this tool could not be evaluated.", "Ask the server's owner to fix the tool reference's fixed input.").WithDetail(err.Error())
 	}
 	return out, nil
 }

@@ -204,13 +204,9 @@ func (d *directory) tools(ctx context.Context, resolver action.Resolver, server 
 		}
 		switch {
 		case seen[tool.Name]:
-			tool.Unavailable = &engine.Failure{Code: errToolUnavailable,
-				Message: "This tool's current version has the name of another tool of this server, so the server cannot offer it.",
-				Hint:    "Ask the server's owner to pin a version of the tool in the server's reference, or to rename it."}
+			tool.Unavailable = engine.NewFailure(errToolUnavailable, "This tool's current version has the name of another tool of this server, so the server cannot offer it.", "Ask the server's owner to pin a version of the tool in the server's reference, or to rename it.")
 		case !target.Native && intent != action.IntentNone && action.DeclaresIntent(action.InputSchema(target)):
-			tool.Unavailable = &engine.Failure{Code: errToolUnavailable,
-				Message: "This tool's current version declares its own intent property, which clashes with this server's stated intent.",
-				Hint:    "Ask the server's owner to pin a version of the tool in the server's reference, or to rename the tool's intent property."}
+			tool.Unavailable = engine.NewFailure(errToolUnavailable, "This tool's current version declares its own intent property, which clashes with this server's stated intent.", "Ask the server's owner to pin a version of the tool in the server's reference, or to rename the tool's intent property.")
 		}
 		seen[tool.Name] = true
 		tools = append(tools, tool)

@@ -163,7 +163,7 @@ func liveAction(ctx context.Context, id string) (*registry.StoredAction, error) 
 		return nil, err
 	}
 	if head.Deleted {
-		return nil, &Error{Code: CodeNotFound, Field: "id", Message: "no action with ID " + id + ": it was deleted", Err: registry.ErrNotFound}
+		return nil, newError(CodeNotFound, "id", "no action with ID "+id+": it was deleted", registry.ErrNotFound)
 	}
 	return head, nil
 }
@@ -175,8 +175,7 @@ func (m *ActionsMutation) CloseSession(actionID string, sessionID string) (*Sess
 	ctx := m.ctx
 	st := current(ctx)
 	if !st.env.RecordWrites {
-		return nil, &Error{Code: CodeBadRequest, Field: "closeSession",
-			Message: "closeSession writes a record that this caller cannot commit: close the session through the GraphQL API"}
+		return nil, newError(CodeBadRequest, "closeSession", "closeSession writes a record that this caller cannot commit: close the session through the GraphQL API", nil)
 	}
 	key := store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID}
 	var rec *store.Session
@@ -186,7 +185,7 @@ func (m *ActionsMutation) CloseSession(actionID string, sessionID string) (*Sess
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &Error{Code: CodeNotFound, Field: "sessionId", Message: "action " + actionID + " has no session " + sessionID, Err: err}
+		return nil, newError(CodeNotFound, "sessionId", "action "+actionID+" has no session "+sessionID, err)
 	}
 	if err != nil {
 		return nil, err

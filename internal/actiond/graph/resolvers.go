@@ -129,9 +129,9 @@ func decodeInput(input map[string]any, v any) error {
 	if err := decoder.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return &Error{Code: CodeBadRequest, Field: "input." + typeErr.Field, Message: fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), Err: err}
+			return newError(CodeBadRequest, "input."+typeErr.Field, fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), err)
 		}
-		return &Error{Code: CodeBadRequest, Field: "input", Message: err.Error(), Err: err}
+		return newError(CodeBadRequest, "input", err.Error(), err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ type JSON json.RawMessage
 func (j *JSON) UnmarshalGQL(v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return &Error{Code: CodeBadRequest, Message: "not a JSON value: " + err.Error(), Err: err}
+		return newError(CodeBadRequest, "", "not a JSON value: "+err.Error(), err)
 	}
 	*j = raw
 	return nil

@@ -52,7 +52,7 @@ func Validate(document, operationName string) (*Operation, error) {
 			errs = append(errs, position+e.Message)
 		}
 		if len(errs) > 0 {
-			return nil, &Error{Code: CodeValidationFailed, Message: "the GraphQL document is not valid: " + strings.Join(errs, "; ")}
+			return nil, newError(CodeValidationFailed, "", "the GraphQL document is not valid: "+strings.Join(errs, "; "), nil)
 		}
 		doc = parsed
 		validated.Add(ctx, document, doc)
@@ -75,14 +75,13 @@ func Validate(document, operationName string) (*Operation, error) {
 func pick(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, error) {
 	if name == "" {
 		if len(doc.Operations) != 1 {
-			return nil, &Error{Code: CodeValidationFailed, Field: "operationName",
-				Message: fmt.Sprintf("the document has %d operations: name the one to run", len(doc.Operations))}
+			return nil, newError(CodeValidationFailed, "operationName", fmt.Sprintf("the document has %d operations: name the one to run", len(doc.Operations)), nil)
 		}
 		return doc.Operations[0], nil
 	}
 	operation := doc.Operations.ForName(name)
 	if operation == nil {
-		return nil, &Error{Code: CodeValidationFailed, Field: "operationName", Message: fmt.Sprintf("the document has no operation named %q", name)}
+		return nil, newError(CodeValidationFailed, "operationName", fmt.Sprintf("the document has no operation named %q", name), nil)
 	}
 	return operation, nil
 }

@@ -53,7 +53,7 @@ func PutPrincipal(ctx context.Context, w *store.Work, name string, policies []po
 	if err := policy.Validate(policies); err != nil {
 		var bad *policy.InvalidError
 		if errors.As(err, &bad) {
-			return nil, &Error{Code: CodeBadRequest, Field: "policies" + bad.Path(), Message: bad.Message, Err: err}
+			return nil, newError(CodeBadRequest, "policies"+bad.Path(), err, "%s", bad.Message)
 		}
 		return nil, err
 	}

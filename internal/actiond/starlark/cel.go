@@ -14,6 +14,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // CEL's pure functions are builtins of every script, evaluated inside it by
@@ -60,11 +61,11 @@ func pureBuiltins() star.StringDict {
 
 func impure(call, reads string) *star.Builtin {
 	return star.NewBuiltin(strings.TrimSuffix(call, "()"), func(*star.Thread, *star.Builtin, star.Tuple, []star.Tuple) (star.Value, error) {
-		return nil, &Error{
+		return nil, &Error{Base: coded.Base{
 			Code:    CodeActionFailure,
 			Message: fmt.Sprintf("%s reads %s, so it is not a builtin: call cel(%q) instead", call, reads, call),
 			Hint:    "cel() needs the native tool cel listed, and each call is recorded.",
-		}
+		}}
 	})
 }
 
