@@ -139,7 +139,8 @@ func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]
 	scope := action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
 	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, scope, args)
 	if err != nil {
-		return nil, engine.NewFailure(engine.CodeCELEvaluation, "The server's fixed input for this tool could not be evaluated.", "Ask the server's owner to fix the tool reference's fixed input.").WithDetail(err.Error())
+		return nil, engine.NewFailure(engine.CodeCELEvaluation, "The server's fixed input for this tool could not be evaluated.",
+			"Ask the server's owner to fix the tool reference's fixed input.").WithDetail(err.Error())
 	}
 	return out, nil
 }
