@@ -3,10 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/actiond/engine"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // JSON-RPC error codes the endpoint answers with.
@@ -150,13 +151,6 @@ func (e *rpcError) wire() map[string]any {
 	return map[string]any{"code": e.Code, "message": e.message(), "data": e.Data}
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
 // statusFor maps a JSON-RPC code to the HTTP status the 2026-07-28 transport
 // gives it; the endpoint uses the same statuses for every revision.
 func statusFor(code int64) int {
@@ -169,4 +163,16 @@ func statusFor(code int64) int {
 		return http.StatusInternalServerError
 	}
 	return http.StatusOK
+}
+
+// toolError is a tool result with isError, which the external agent can
+// read and act on.
+func toolError(code, message, hint string) *mcp.CallToolResult {
+	text := message
+	if hint != "" {
+		text += "\nHint: " + hint
+	}
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	res.SetMeta(map[string]any{"com.twisp/error": map[string]any{"code": code, "message": message, "hint": hint}})
+	return res
 }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -231,14 +230,6 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// requestDeadline bounds a request by the server's response timeout.
-func (ex *exchange) deadline() time.Duration {
-	if ex.server.ResponseTimeout > 0 {
-		return ex.server.ResponseTimeout
-	}
-	return time.Minute
 }
 
 // rebound says whether a request reached a loopback listener under a Host

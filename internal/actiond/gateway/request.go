@@ -7,9 +7,6 @@ import (
 	"slices"
 )
 
-// Protocol revisions the endpoint serves. 2024-11-05 is refused.
-var supportedVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
-
 const (
 	newProtocol    = "2026-07-28"
 	metaVersionKey = "io.modelcontextprotocol/protocolVersion"

@@ -66,26 +66,6 @@ func (s *sdkServers) newServer(server *Server) *mcp.Server {
 	return sdk
 }
 
-// taskParams are the params of the Tasks extension's methods.
-type taskParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
-
-type emptyResult struct {
-	mcp.ResultBase
-}
-
-// taskNotFound answers a task request: this issue runs no callable agents, so
-// no task can be reached, and every unknown task gets the same answer.
-func (h *Handler) taskNotFound(ctx context.Context, taskID string) error {
-	rerr := newError(codeInvalidParams, errTaskNotFound, http.StatusBadRequest, nil)
-	if ex := exchangeFrom(ctx); ex != nil {
-		ex.fail(rerr)
-	}
-	return rerr.jsonrpc()
-}
-
 // middleware answers tools/list and tools/call from the request's resolved
 // server, and stamps every result with the server's identity.
 func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
@@ -170,32 +150,4 @@ func (ex *exchange) annotate(result mcp.Result) {
 		meta["com.twisp/preview"] = true
 	}
 	result.SetMeta(meta)
-}
-
-func (ex *exchange) fail(rerr *rpcError) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.failure = rerr
-}
-
-// resultBody frames a result as a JSON-RPC response.
-func resultBody(id json.RawMessage, result any) []byte {
-	body, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result"`
-	}{"2.0", id, result})
-	return body
-}
-
-// toolError is a tool result with isError, which the external agent can
-// read and act on.
-func toolError(code, message, hint string) *mcp.CallToolResult {
-	text := message
-	if hint != "" {
-		text += "\nHint: " + hint
-	}
-	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
-	res.SetMeta(map[string]any{"com.twisp/error": map[string]any{"code": code, "message": message, "hint": hint}})
-	return res
 }

@@ -19,11 +19,6 @@ type Runner interface {
 	Call(ctx context.Context, call *engine.Call) engine.Outcome
 }
 
-// failureResult renders a call's failure as a tool error.
-func failureResult(f *engine.Failure) *mcp.CallToolResult {
-	return toolError(f.Code, f.Message, f.Hint)
-}
-
 func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsResult, error) {
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
 	offered := []map[string]any{}
@@ -161,31 +156,7 @@ func toolResult(output any) *mcp.CallToolResult {
 	return res
 }
 
-func (ex *exchange) setInvocation(key string, value any) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.invocation == nil {
-		ex.invocation = map[string]any{}
-	}
-	ex.invocation[key] = value
-}
-
-func (ex *exchange) recordCall(e *store.Execution) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.calls = append(ex.calls, e)
-}
-
-func (ex *exchange) addUse(u store.Use) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.uses = append(ex.uses, u)
-}
-
-func (ex *exchange) ensureWork(h *Handler) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.work == nil {
-		ex.work = h.opts.Store.NewWork(ex.account)
-	}
+// failureResult renders a call's failure as a tool error.
+func failureResult(f *engine.Failure) *mcp.CallToolResult {
+	return toolError(f.Code, f.Message, f.Hint)
 }
