@@ -144,8 +144,8 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, r
 // writeRefusal sends a refusal: a tools/call in a closed session is a tool
 // error the model can read; everything else a JSON-RPC error.
 func (h *Handler) writeRefusal(w http.ResponseWriter, ex *exchange, rerr *rpcError) {
-	if rerr.Name == errSessionClosed && ex.req.Method == "tools/call" {
-		result := toolError(errSessionClosed, messages[errSessionClosed], hints[errSessionClosed])
+	if rerr.Code == errSessionClosed && ex.req.Method == "tools/call" {
+		result := toolError(rerr.Code, rerr.Message, rerr.Hint)
 		ex.annotate(result)
 		writeJSON(w, http.StatusOK, resultBody(ex.req.ID, ex.callResult(result)))
 		return

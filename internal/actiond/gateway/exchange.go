@@ -256,10 +256,8 @@ func (ex *exchange) execution(role, status string, output json.RawMessage, rerr 
 		e.ID = ex.executionID
 	}
 	if rerr != nil {
-		errJSON, _ := json.Marshal(map[string]any{"code": rerr.Name, "message": rerr.message(), "jsonrpc": rerr.Code, "data": rerr.Data})
-		e.Error = errJSON
-		invocation := map[string]any{"error": map[string]any{"code": rerr.Name, "message": rerr.message(), "details": details}}
-		e.Invocation, _ = json.Marshal(invocation)
+		e.Error = rerr.recorded()
+		e.Invocation, _ = json.Marshal(map[string]any{"error": rerr.invocationEntry(details)})
 	}
 	return e
 }
@@ -272,7 +270,7 @@ func (ex *exchange) invocationJSON(failure *rpcError, details any) json.RawMessa
 		invocation[k] = v
 	}
 	if failure != nil {
-		invocation["error"] = map[string]any{"code": failure.Name, "message": failure.message(), "details": details}
+		invocation["error"] = failure.invocationEntry(details)
 	}
 	out, _ := json.Marshal(invocation)
 	return out

@@ -1,7 +1,24 @@
-// Package mcpserve is the MCP endpoint of actiond: /mcp/v1/<account>/<name>.
+// Package gateway is the MCP endpoint of actiond: /mcp/v1/<account>/<name>.
 // Every request that passes its token check is admitted into a session and
 // recorded as one execution of the server, and its reply leaves only after
-// that record commits.
+// that record commits. The calls beneath a request are the engine's to run.
+//
+// One file per step of a request and per method family:
+//
+//   - handler.go: the HTTP entry, the token check, the refusals that come
+//     before a session;
+//   - request.go: reading one JSON-RPC message, its revision and headers;
+//   - admission.go: admitting a request into its session, or refusing it
+//     and recording the refusal outside any session;
+//   - exchange.go: an admitted request, from the SDK serving it to the
+//     transaction that records it; reply.go holds its reply until then;
+//   - sdk.go: one SDK server per server version, and the middleware that
+//     routes methods to their families;
+//   - discover.go: server/discover and the handshake; tools.go: tools/list
+//     and tools/call; tasks.go: the Tasks extension's methods;
+//   - errors.go: JSON-RPC errors and tool errors, with their fixed sentences;
+//   - server.go and directory.go: a server as one request sees it, resolved
+//     from the registry.
 package gateway
 
 import (
@@ -16,6 +33,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // MaxRequestBytes is the largest request the endpoint records; a larger one
@@ -209,9 +227,9 @@ func (h *Handler) gate(ex *exchange) *rpcError {
 	if !ex.server.serves(method, ex.req.version) {
 		return newError(codeMethodNotFound, errMethodNotFound, http.StatusNotFound, map[string]any{"method": method})
 	}
-	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(tasksExtension) {
+	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(mcpkit.TasksExtension) {
 		return newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest,
-			map[string]any{"method": method, "requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+			map[string]any{"method": method, "requiredCapabilities": map[string]any{"extensions": map[string]any{mcpkit.TasksExtension: map[string]any{}}}})
 	}
 	return nil
 }

@@ -7,12 +7,12 @@ import (
 	"slices"
 )
 
+// The _meta keys a 2026-07-28 request carries what a handshake used to say
+// under.
 const (
-	newProtocol    = "2026-07-28"
 	metaVersionKey = "io.modelcontextprotocol/protocolVersion"
 	metaCapsKey    = "io.modelcontextprotocol/clientCapabilities"
 	metaClientKey  = "io.modelcontextprotocol/clientInfo"
-	tasksExtension = "io.modelcontextprotocol/tasks"
 )
 
 // rpcRequest is one JSON-RPC message as the endpoint reads it: decoded once,

@@ -44,24 +44,12 @@ func (s *sdkServers) handler(server *Server) http.Handler {
 	return h
 }
 
+// newServer is the SDK server of one server version: discovery and the
+// handshake from discover.go, the Tasks methods from tasks.go, and the
+// middleware that answers tools/list and tools/call (tools.go).
 func (s *sdkServers) newServer(server *Server) *mcp.Server {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
-	caps.AddExtension(tasksExtension, map[string]any{})
-	sdk := mcp.NewServer(&mcp.Implementation{Name: server.MCPName, Version: strconv.FormatInt(server.Version, 10)}, &mcp.ServerOptions{
-		Instructions:              server.Instructions,
-		Capabilities:              caps,
-		SupportedProtocolVersions: supportedVersions,
-		Logger:                    s.h.opts.Logger,
-		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
-			// Discovery and listings may be cached for a minute.
-			c.TTLMs, c.CacheScope = 60_000, "private"
-		},
-	})
-	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		mcp.AddReceivingCustomMethod(sdk, method, func(ctx context.Context, _ *mcp.ServerSession, params *taskParams) (*emptyResult, error) {
-			return nil, s.h.taskNotFound(ctx, params.TaskID)
-		})
-	}
+	sdk := mcp.NewServer(implementation(server), s.h.serverOptions(server))
+	s.h.addTaskMethods(sdk)
 	sdk.AddReceivingMiddleware(s.h.middleware)
 	return sdk
 }
@@ -142,10 +130,8 @@ func (ex *exchange) annotate(result mcp.Result) {
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{
-		"name":    ex.server.MCPName,
-		"version": strconv.FormatInt(ex.server.Version, 10),
-	}
+	info := implementation(ex.server)
+	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{"name": info.Name, "version": info.Version}
 	if ex.server.Preview {
 		meta["com.twisp/preview"] = true
 	}

@@ -64,10 +64,10 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 		return nil, ctx.Err() // the middleware answers mcp_request_deadline
 	}
 	output := map[string]any{"isError": result.IsError}
-	if failure, ok := result.Meta["com.twisp/error"].(map[string]any); ok {
+	if failure, ok := toolErrors.Of(result); ok {
 		// Why the external agent got a tool error, also when no call ran
 		// (a missing intent, a closed session).
-		output["error"] = map[string]any{"code": failure["code"], "message": failure["message"]}
+		output["error"] = map[string]any{"code": failure.Code, "message": failure.Message}
 	}
 	ex.setInvocation("output", output)
 	return result, nil
