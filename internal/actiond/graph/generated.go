@@ -1970,7 +1970,7 @@ func (ec *executionContext) field_Action_executions_args(ctx context.Context, ra
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "where",
 		func(ctx context.Context, v any) (*ExecutionWhere, error) {
-			return ec.unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionWhere(ctx, v)
+			return ec.unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionWhere(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2080,7 +2080,7 @@ func (ec *executionContext) field_ActionsQuery_executions_args(ctx context.Conte
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "where",
 		func(ctx context.Context, v any) (*ExecutionWhere, error) {
-			return ec.unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionWhere(ctx, v)
+			return ec.unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionWhere(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2248,7 +2248,7 @@ func (ec *executionContext) field_KVMutation_put_args(ctx context.Context, rawAr
 	args["key"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "value",
 		func(ctx context.Context, v any) (JSON, error) {
-			return ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			return ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2643,7 +2643,7 @@ func (ec *executionContext) _Action_config(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2666,7 +2666,7 @@ func (ec *executionContext) _Action_tool(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -2689,7 +2689,7 @@ func (ec *executionContext) _Action_agent(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -2712,7 +2712,7 @@ func (ec *executionContext) _Action_triggers(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []JSON) graphql.Marshaler {
-			return ec.marshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSONᚄ(ctx, selections, v)
+			return ec.marshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSONᚄ(ctx, selections, v)
 		},
 		true,
 		false,
@@ -2735,7 +2735,7 @@ func (ec *executionContext) _Action_policies(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Policy) graphql.Marshaler {
-			return ec.marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyᚄ(ctx, selections, v)
+			return ec.marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2767,7 +2767,7 @@ func (ec *executionContext) _Action_tools(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ToolReference) graphql.Marshaler {
-			return ec.marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceᚄ(ctx, selections, v)
+			return ec.marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2799,7 +2799,7 @@ func (ec *executionContext) _Action_skills(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*SkillReference) graphql.Marshaler {
-			return ec.marshalNSkillReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceᚄ(ctx, selections, v)
+			return ec.marshalNSkillReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2831,7 +2831,7 @@ func (ec *executionContext) _Action_execution(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ExecutionSettings) graphql.Marshaler {
-			return ec.marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionSettings(ctx, selections, v)
+			return ec.marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionSettings(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2863,7 +2863,7 @@ func (ec *executionContext) _Action_session(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -2886,7 +2886,7 @@ func (ec *executionContext) _Action_mcp(ctx context.Context, field graphql.Colle
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *McpBlock) graphql.Marshaler {
-			return ec.marshalOMcpBlock2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpBlock(ctx, selections, v)
+			return ec.marshalOMcpBlock2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpBlock(ctx, selections, v)
 		},
 		true,
 		false,
@@ -2918,7 +2918,7 @@ func (ec *executionContext) _Action_definition(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2987,7 +2987,7 @@ func (ec *executionContext) _Action_history(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionᚄ(ctx, selections, v)
+			return ec.marshalNAction2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3020,7 +3020,7 @@ func (ec *executionContext) _Action_executions(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ExecutionConnection) graphql.Marshaler {
-			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionConnection(ctx, selections, v)
+			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3063,7 +3063,7 @@ func (ec *executionContext) _ActionConnection_edges(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ActionEdge) graphql.Marshaler {
-			return ec.marshalNActionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionEdgeᚄ(ctx, selections, v)
+			return ec.marshalNActionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionEdgeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3095,7 +3095,7 @@ func (ec *executionContext) _ActionConnection_pageInfo(ctx context.Context, fiel
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *PageInfo) graphql.Marshaler {
-			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPageInfo(ctx, selections, v)
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPageInfo(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3150,7 +3150,7 @@ func (ec *executionContext) _ActionEdge_node(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3320,7 +3320,7 @@ func (ec *executionContext) _ActionExecution_status(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v ExecutionStatus) graphql.Marshaler {
-			return ec.marshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionStatus(ctx, selections, v)
+			return ec.marshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionStatus(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3412,7 +3412,7 @@ func (ec *executionContext) _ActionExecution_input(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -3435,7 +3435,7 @@ func (ec *executionContext) _ActionExecution_output(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -3458,7 +3458,7 @@ func (ec *executionContext) _ActionExecution_error(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -3481,7 +3481,7 @@ func (ec *executionContext) _ActionExecution_invocation(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -3504,7 +3504,7 @@ func (ec *executionContext) _ActionExecution_mcpRequest(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *McpRequest) graphql.Marshaler {
-			return ec.marshalOMcpRequest2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpRequest(ctx, selections, v)
+			return ec.marshalOMcpRequest2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpRequest(ctx, selections, v)
 		},
 		true,
 		false,
@@ -3559,7 +3559,7 @@ func (ec *executionContext) _ActionExecution_writeSet(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*WriteSetEntry) graphql.Marshaler {
-			return ec.marshalNWriteSetEntry2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐWriteSetEntryᚄ(ctx, selections, v)
+			return ec.marshalNWriteSetEntry2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐWriteSetEntryᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3637,7 +3637,7 @@ func (ec *executionContext) _ActionExecution_calls(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Execution) graphql.Marshaler {
-			return ec.marshalNActionExecution2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionᚄ(ctx, selections, v)
+			return ec.marshalNActionExecution2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3669,7 +3669,7 @@ func (ec *executionContext) _ActionExecution_uses(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ExecutionUse) graphql.Marshaler {
-			return ec.marshalNExecutionUse2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionUseᚄ(ctx, selections, v)
+			return ec.marshalNExecutionUse2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionUseᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3817,7 +3817,7 @@ func (ec *executionContext) _ActionsMutation_createAction(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3861,7 +3861,7 @@ func (ec *executionContext) _ActionsMutation_updateAction(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3905,7 +3905,7 @@ func (ec *executionContext) _ActionsMutation_deleteAction(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3949,7 +3949,7 @@ func (ec *executionContext) _ActionsMutation_closeSession(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Session) graphql.Marshaler {
-			return ec.marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSession(ctx, selections, v)
+			return ec.marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSession(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3993,7 +3993,7 @@ func (ec *executionContext) _ActionsQuery_list(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ActionConnection) graphql.Marshaler {
-			return ec.marshalNActionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionConnection(ctx, selections, v)
+			return ec.marshalNActionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4037,7 +4037,7 @@ func (ec *executionContext) _ActionsQuery_executions(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ExecutionConnection) graphql.Marshaler {
-			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionConnection(ctx, selections, v)
+			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4081,7 +4081,7 @@ func (ec *executionContext) _ActionsQuery_session(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Session) graphql.Marshaler {
-			return ec.marshalOSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSession(ctx, selections, v)
+			return ec.marshalOSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSession(ctx, selections, v)
 		},
 		true,
 		false,
@@ -4125,7 +4125,7 @@ func (ec *executionContext) _ActionsQuery_sessions(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Session) graphql.Marshaler {
-			return ec.marshalNSession2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionᚄ(ctx, selections, v)
+			return ec.marshalNSession2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4169,7 +4169,7 @@ func (ec *executionContext) _AuthMutation_putPrincipal(ctx context.Context, fiel
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Principal) graphql.Marshaler {
-			return ec.marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx, selections, v)
+			return ec.marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4213,7 +4213,7 @@ func (ec *executionContext) _AuthMutation_deletePrincipal(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Principal) graphql.Marshaler {
-			return ec.marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx, selections, v)
+			return ec.marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx, selections, v)
 		},
 		true,
 		false,
@@ -4257,7 +4257,7 @@ func (ec *executionContext) _AuthQuery_principal(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Principal) graphql.Marshaler {
-			return ec.marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx, selections, v)
+			return ec.marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx, selections, v)
 		},
 		true,
 		false,
@@ -4300,7 +4300,7 @@ func (ec *executionContext) _AuthQuery_principals(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Principal) graphql.Marshaler {
-			return ec.marshalNPrincipal2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipalᚄ(ctx, selections, v)
+			return ec.marshalNPrincipal2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipalᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4332,7 +4332,7 @@ func (ec *executionContext) _ExecutionConnection_edges(ctx context.Context, fiel
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ExecutionEdge) graphql.Marshaler {
-			return ec.marshalNExecutionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionEdgeᚄ(ctx, selections, v)
+			return ec.marshalNExecutionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionEdgeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4364,7 +4364,7 @@ func (ec *executionContext) _ExecutionConnection_pageInfo(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *PageInfo) graphql.Marshaler {
-			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPageInfo(ctx, selections, v)
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPageInfo(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4419,7 +4419,7 @@ func (ec *executionContext) _ExecutionEdge_node(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Execution) graphql.Marshaler {
-			return ec.marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecution(ctx, selections, v)
+			return ec.marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecution(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4521,7 +4521,7 @@ func (ec *executionContext) _KVMutation_put(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVValue) graphql.Marshaler {
-			return ec.marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx, selections, v)
+			return ec.marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4565,7 +4565,7 @@ func (ec *executionContext) _KVMutation_delete(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVValue) graphql.Marshaler {
-			return ec.marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx, selections, v)
+			return ec.marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx, selections, v)
 		},
 		true,
 		false,
@@ -4609,7 +4609,7 @@ func (ec *executionContext) _KVQuery_value(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVValue) graphql.Marshaler {
-			return ec.marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx, selections, v)
+			return ec.marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx, selections, v)
 		},
 		true,
 		false,
@@ -4653,7 +4653,7 @@ func (ec *executionContext) _KVQuery_values(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVValueConnection) graphql.Marshaler {
-			return ec.marshalNKVValueConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueConnection(ctx, selections, v)
+			return ec.marshalNKVValueConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4742,7 +4742,7 @@ func (ec *executionContext) _KVValue_value(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4765,7 +4765,7 @@ func (ec *executionContext) _KVValueConnection_edges(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*KVValueEdge) graphql.Marshaler {
-			return ec.marshalNKVValueEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueEdgeᚄ(ctx, selections, v)
+			return ec.marshalNKVValueEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueEdgeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4797,7 +4797,7 @@ func (ec *executionContext) _KVValueConnection_pageInfo(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *PageInfo) graphql.Marshaler {
-			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPageInfo(ctx, selections, v)
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPageInfo(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4852,7 +4852,7 @@ func (ec *executionContext) _KVValueEdge_node(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVValue) graphql.Marshaler {
-			return ec.marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx, selections, v)
+			return ec.marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4930,7 +4930,7 @@ func (ec *executionContext) _McpBlock_session(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4953,7 +4953,7 @@ func (ec *executionContext) _McpBlock_mode(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v McpMode) graphql.Marshaler {
-			return ec.marshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx, selections, v)
+			return ec.marshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4976,7 +4976,7 @@ func (ec *executionContext) _McpBlock_intent(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v McpIntent) graphql.Marshaler {
-			return ec.marshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx, selections, v)
+			return ec.marshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx, selections, v)
 		},
 		true,
 		true,
@@ -4999,7 +4999,7 @@ func (ec *executionContext) _McpBlock_limits(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *McpLimits) graphql.Marshaler {
-			return ec.marshalOMcpLimits2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpLimits(ctx, selections, v)
+			return ec.marshalOMcpLimits2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpLimits(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5031,7 +5031,7 @@ func (ec *executionContext) _McpBlock_resources(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5123,7 +5123,7 @@ func (ec *executionContext) _McpRequest_params(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5146,7 +5146,7 @@ func (ec *executionContext) _McpRequest_id(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5284,7 +5284,7 @@ func (ec *executionContext) _Mutation_actions(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ActionsMutation) graphql.Marshaler {
-			return ec.marshalNActionsMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionsMutation(ctx, selections, v)
+			return ec.marshalNActionsMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionsMutation(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5316,7 +5316,7 @@ func (ec *executionContext) _Mutation_kv(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVMutation) graphql.Marshaler {
-			return ec.marshalNKVMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVMutation(ctx, selections, v)
+			return ec.marshalNKVMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVMutation(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5348,7 +5348,7 @@ func (ec *executionContext) _Mutation_auth(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *AuthMutation) graphql.Marshaler {
-			return ec.marshalNAuthMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAuthMutation(ctx, selections, v)
+			return ec.marshalNAuthMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAuthMutation(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5426,7 +5426,7 @@ func (ec *executionContext) _Policy_effect(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v PolicyEffect) graphql.Marshaler {
-			return ec.marshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyEffect(ctx, selections, v)
+			return ec.marshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyEffect(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5495,7 +5495,7 @@ func (ec *executionContext) _Policy_assertions(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5541,7 +5541,7 @@ func (ec *executionContext) _Principal_policies(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*Policy) graphql.Marshaler {
-			return ec.marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyᚄ(ctx, selections, v)
+			return ec.marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5597,7 +5597,7 @@ func (ec *executionContext) _Query_action(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5641,7 +5641,7 @@ func (ec *executionContext) _Query_actionByName(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Action) graphql.Marshaler {
-			return ec.marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, selections, v)
+			return ec.marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5684,7 +5684,7 @@ func (ec *executionContext) _Query_actions(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ActionsQuery) graphql.Marshaler {
-			return ec.marshalNActionsQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionsQuery(ctx, selections, v)
+			return ec.marshalNActionsQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionsQuery(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5717,7 +5717,7 @@ func (ec *executionContext) _Query_execution(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *Execution) graphql.Marshaler {
-			return ec.marshalOActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecution(ctx, selections, v)
+			return ec.marshalOActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecution(ctx, selections, v)
 		},
 		true,
 		false,
@@ -5760,7 +5760,7 @@ func (ec *executionContext) _Query_kv(ctx context.Context, field graphql.Collect
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *KVQuery) graphql.Marshaler {
-			return ec.marshalNKVQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVQuery(ctx, selections, v)
+			return ec.marshalNKVQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVQuery(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5792,7 +5792,7 @@ func (ec *executionContext) _Query_auth(ctx context.Context, field graphql.Colle
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *AuthQuery) graphql.Marshaler {
-			return ec.marshalNAuthQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAuthQuery(ctx, selections, v)
+			return ec.marshalNAuthQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAuthQuery(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5946,7 +5946,7 @@ func (ec *executionContext) _Session_input(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6038,7 +6038,7 @@ func (ec *executionContext) _Session_inputs(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*SessionInput) graphql.Marshaler {
-			return ec.marshalNSessionInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionInputᚄ(ctx, selections, v)
+			return ec.marshalNSessionInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionInputᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6071,7 +6071,7 @@ func (ec *executionContext) _Session_executions(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ExecutionConnection) graphql.Marshaler {
-			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionConnection(ctx, selections, v)
+			return ec.marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6344,7 +6344,7 @@ func (ec *executionContext) _ToolReference_input(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -6413,7 +6413,7 @@ func (ec *executionContext) _WriteSetEntry_value(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v JSON) graphql.Marshaler {
-			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, selections, v)
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -7568,70 +7568,70 @@ func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj a
 			it["enabled"] = data
 		case "config":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("config"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["config"] = data
 		case "tool":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tool"))
-			data, err := ec.unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolBlockInput(ctx, v)
+			data, err := ec.unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["tool"] = data
 		case "agent":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agent"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["agent"] = data
 		case "triggers":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("triggers"))
-			data, err := ec.unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSONᚄ(ctx, v)
+			data, err := ec.unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSONᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["triggers"] = data
 		case "policies":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("policies"))
-			data, err := ec.unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInputᚄ(ctx, v)
+			data, err := ec.unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["policies"] = data
 		case "tools":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tools"))
-			data, err := ec.unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceInputᚄ(ctx, v)
+			data, err := ec.unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["tools"] = data
 		case "skills":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("skills"))
-			data, err := ec.unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceInputᚄ(ctx, v)
+			data, err := ec.unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["skills"] = data
 		case "execution":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("execution"))
-			data, err := ec.unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionSettingsInput(ctx, v)
+			data, err := ec.unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionSettingsInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["execution"] = data
 		case "session":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
-			data, err := ec.unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionBlockInput(ctx, v)
+			data, err := ec.unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["session"] = data
 		case "mcp":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mcp"))
-			data, err := ec.unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpBlockInput(ctx, v)
+			data, err := ec.unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -7702,70 +7702,70 @@ func (ec *executionContext) unmarshalInputActionUpdateInput(ctx context.Context,
 			it["enabled"] = data
 		case "config":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("config"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["config"] = data
 		case "tool":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tool"))
-			data, err := ec.unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolBlockInput(ctx, v)
+			data, err := ec.unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["tool"] = data
 		case "agent":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agent"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["agent"] = data
 		case "triggers":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("triggers"))
-			data, err := ec.unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSONᚄ(ctx, v)
+			data, err := ec.unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSONᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["triggers"] = data
 		case "policies":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("policies"))
-			data, err := ec.unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInputᚄ(ctx, v)
+			data, err := ec.unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["policies"] = data
 		case "tools":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tools"))
-			data, err := ec.unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceInputᚄ(ctx, v)
+			data, err := ec.unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["tools"] = data
 		case "skills":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("skills"))
-			data, err := ec.unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceInputᚄ(ctx, v)
+			data, err := ec.unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["skills"] = data
 		case "execution":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("execution"))
-			data, err := ec.unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionSettingsInput(ctx, v)
+			data, err := ec.unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionSettingsInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["execution"] = data
 		case "session":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
-			data, err := ec.unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionBlockInput(ctx, v)
+			data, err := ec.unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it["session"] = data
 		case "mcp":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mcp"))
-			data, err := ec.unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpBlockInput(ctx, v)
+			data, err := ec.unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpBlockInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -7968,35 +7968,35 @@ func (ec *executionContext) unmarshalInputMcpBlockInput(ctx context.Context, obj
 			it.Instructions = data
 		case "session":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("session"))
-			data, err := ec.unmarshalNMcpSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpSessionInput(ctx, v)
+			data, err := ec.unmarshalNMcpSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpSessionInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Session = data
 		case "mode":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mode"))
-			data, err := ec.unmarshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx, v)
+			data, err := ec.unmarshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Mode = data
 		case "intent":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("intent"))
-			data, err := ec.unmarshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx, v)
+			data, err := ec.unmarshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Intent = data
 		case "limits":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("limits"))
-			data, err := ec.unmarshalOMcpLimitsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpLimitsInput(ctx, v)
+			data, err := ec.unmarshalOMcpLimitsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpLimitsInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Limits = data
 		case "resources":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resources"))
-			data, err := ec.unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpResourceInputᚄ(ctx, v)
+			data, err := ec.unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpResourceInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8143,7 +8143,7 @@ func (ec *executionContext) unmarshalInputMcpSessionInput(ctx context.Context, o
 		switch k {
 		case "start":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("start"))
-			data, err := ec.unmarshalNMcpSessionStartInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpSessionStartInput(ctx, v)
+			data, err := ec.unmarshalNMcpSessionStartInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpSessionStartInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8185,7 +8185,7 @@ func (ec *executionContext) unmarshalInputMcpSessionStartInput(ctx context.Conte
 		switch k {
 		case "input":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("input"))
-			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8227,7 +8227,7 @@ func (ec *executionContext) unmarshalInputPolicyInput(ctx context.Context, obj a
 		switch k {
 		case "effect":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("effect"))
-			data, err := ec.unmarshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyEffect(ctx, v)
+			data, err := ec.unmarshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyEffect(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8248,7 +8248,7 @@ func (ec *executionContext) unmarshalInputPolicyInput(ctx context.Context, obj a
 			it.Resources = data
 		case "assertions":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("assertions"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8298,7 +8298,7 @@ func (ec *executionContext) unmarshalInputPrincipalInput(ctx context.Context, ob
 			it["name"] = data
 		case "policies":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("policies"))
-			data, err := ec.unmarshalNPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInputᚄ(ctx, v)
+			data, err := ec.unmarshalNPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8340,7 +8340,7 @@ func (ec *executionContext) unmarshalInputSessionBlockInput(ctx context.Context,
 		switch k {
 		case "inputSchema":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputSchema"))
-			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8445,14 +8445,14 @@ func (ec *executionContext) unmarshalInputToolBlockInput(ctx context.Context, ob
 		switch k {
 		case "inputSchema":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputSchema"))
-			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.InputSchema = data
 		case "outputSchema":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outputSchema"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -8508,14 +8508,14 @@ func (ec *executionContext) unmarshalInputToolReferenceInput(ctx context.Context
 			it.Version = data
 		case "input":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("input"))
-			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, v)
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Input = data
 		case "approval":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("approval"))
-			data, err := ec.unmarshalOApprovalInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐApprovalInput(ctx, v)
+			data, err := ec.unmarshalOApprovalInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐApprovalInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -10506,11 +10506,11 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) marshalNAction2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Action) graphql.Marshaler {
+func (ec *executionContext) marshalNAction2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Action) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx, sel, v[i])
+		return ec.marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10522,7 +10522,7 @@ func (ec *executionContext) marshalNAction2ᚕᚖgithubᚗcomᚋincusspawnᚋisx
 	return ret
 }
 
-func (ec *executionContext) marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx context.Context, sel ast.SelectionSet, v *Action) graphql.Marshaler {
+func (ec *executionContext) marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx context.Context, sel ast.SelectionSet, v *Action) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Action!")
 		return graphql.Null
@@ -10530,7 +10530,7 @@ func (ec *executionContext) marshalNAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋ
 	return ec._Action(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNActionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionConnection(ctx context.Context, sel ast.SelectionSet, v *ActionConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNActionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionConnection(ctx context.Context, sel ast.SelectionSet, v *ActionConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionConnection!")
 		return graphql.Null
@@ -10538,11 +10538,11 @@ func (ec *executionContext) marshalNActionConnection2ᚖgithubᚗcomᚋincusspaw
 	return ec._ActionConnection(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNActionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*ActionEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNActionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*ActionEdge) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNActionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionEdge(ctx, sel, v[i])
+		return ec.marshalNActionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10554,7 +10554,7 @@ func (ec *executionContext) marshalNActionEdge2ᚕᚖgithubᚗcomᚋincusspawn�
 	return ret
 }
 
-func (ec *executionContext) marshalNActionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionEdge(ctx context.Context, sel ast.SelectionSet, v *ActionEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNActionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionEdge(ctx context.Context, sel ast.SelectionSet, v *ActionEdge) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionEdge!")
 		return graphql.Null
@@ -10562,11 +10562,11 @@ func (ec *executionContext) marshalNActionEdge2ᚖgithubᚗcomᚋincusspawnᚋis
 	return ec._ActionEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNActionExecution2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Execution) graphql.Marshaler {
+func (ec *executionContext) marshalNActionExecution2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Execution) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecution(ctx, sel, v[i])
+		return ec.marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecution(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10578,7 +10578,7 @@ func (ec *executionContext) marshalNActionExecution2ᚕᚖgithubᚗcomᚋincussp
 	return ret
 }
 
-func (ec *executionContext) marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecution(ctx context.Context, sel ast.SelectionSet, v *Execution) graphql.Marshaler {
+func (ec *executionContext) marshalNActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecution(ctx context.Context, sel ast.SelectionSet, v *Execution) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionExecution!")
 		return graphql.Null
@@ -10596,7 +10596,7 @@ func (ec *executionContext) unmarshalNActionUpdateInput2map(ctx context.Context,
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNActionsMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionsMutation(ctx context.Context, sel ast.SelectionSet, v *ActionsMutation) graphql.Marshaler {
+func (ec *executionContext) marshalNActionsMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionsMutation(ctx context.Context, sel ast.SelectionSet, v *ActionsMutation) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionsMutation!")
 		return graphql.Null
@@ -10604,7 +10604,7 @@ func (ec *executionContext) marshalNActionsMutation2ᚖgithubᚗcomᚋincusspawn
 	return ec._ActionsMutation(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNActionsQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐActionsQuery(ctx context.Context, sel ast.SelectionSet, v *ActionsQuery) graphql.Marshaler {
+func (ec *executionContext) marshalNActionsQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐActionsQuery(ctx context.Context, sel ast.SelectionSet, v *ActionsQuery) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ActionsQuery!")
 		return graphql.Null
@@ -10612,7 +10612,7 @@ func (ec *executionContext) marshalNActionsQuery2ᚖgithubᚗcomᚋincusspawnᚋ
 	return ec._ActionsQuery(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNAuthMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAuthMutation(ctx context.Context, sel ast.SelectionSet, v *AuthMutation) graphql.Marshaler {
+func (ec *executionContext) marshalNAuthMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAuthMutation(ctx context.Context, sel ast.SelectionSet, v *AuthMutation) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuthMutation!")
 		return graphql.Null
@@ -10620,7 +10620,7 @@ func (ec *executionContext) marshalNAuthMutation2ᚖgithubᚗcomᚋincusspawnᚋ
 	return ec._AuthMutation(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNAuthQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAuthQuery(ctx context.Context, sel ast.SelectionSet, v *AuthQuery) graphql.Marshaler {
+func (ec *executionContext) marshalNAuthQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAuthQuery(ctx context.Context, sel ast.SelectionSet, v *AuthQuery) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuthQuery!")
 		return graphql.Null
@@ -10642,7 +10642,7 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
-func (ec *executionContext) marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionConnection(ctx context.Context, sel ast.SelectionSet, v *ExecutionConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionConnection(ctx context.Context, sel ast.SelectionSet, v *ExecutionConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ExecutionConnection!")
 		return graphql.Null
@@ -10650,11 +10650,11 @@ func (ec *executionContext) marshalNExecutionConnection2ᚖgithubᚗcomᚋincuss
 	return ec._ExecutionConnection(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNExecutionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*ExecutionEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*ExecutionEdge) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionEdge(ctx, sel, v[i])
+		return ec.marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10666,7 +10666,7 @@ func (ec *executionContext) marshalNExecutionEdge2ᚕᚖgithubᚗcomᚋincusspaw
 	return ret
 }
 
-func (ec *executionContext) marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionEdge(ctx context.Context, sel ast.SelectionSet, v *ExecutionEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionEdge(ctx context.Context, sel ast.SelectionSet, v *ExecutionEdge) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ExecutionEdge!")
 		return graphql.Null
@@ -10674,7 +10674,7 @@ func (ec *executionContext) marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawn�
 	return ec._ExecutionEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionSettings(ctx context.Context, sel ast.SelectionSet, v *ExecutionSettings) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionSettings(ctx context.Context, sel ast.SelectionSet, v *ExecutionSettings) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ExecutionSettings!")
 		return graphql.Null
@@ -10682,21 +10682,21 @@ func (ec *executionContext) marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspa
 	return ec._ExecutionSettings(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionStatus(ctx context.Context, v any) (ExecutionStatus, error) {
+func (ec *executionContext) unmarshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionStatus(ctx context.Context, v any) (ExecutionStatus, error) {
 	var res ExecutionStatus
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionStatus(ctx context.Context, sel ast.SelectionSet, v ExecutionStatus) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionStatus2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionStatus(ctx context.Context, sel ast.SelectionSet, v ExecutionStatus) graphql.Marshaler {
 	return v
 }
 
-func (ec *executionContext) marshalNExecutionUse2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*ExecutionUse) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionUse2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*ExecutionUse) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNExecutionUse2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionUse(ctx, sel, v[i])
+		return ec.marshalNExecutionUse2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionUse(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10708,7 +10708,7 @@ func (ec *executionContext) marshalNExecutionUse2ᚕᚖgithubᚗcomᚋincusspawn
 	return ret
 }
 
-func (ec *executionContext) marshalNExecutionUse2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionUse(ctx context.Context, sel ast.SelectionSet, v *ExecutionUse) graphql.Marshaler {
+func (ec *executionContext) marshalNExecutionUse2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionUse(ctx context.Context, sel ast.SelectionSet, v *ExecutionUse) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ExecutionUse!")
 		return graphql.Null
@@ -10744,13 +10744,13 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
-func (ec *executionContext) unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx context.Context, v any) (JSON, error) {
+func (ec *executionContext) unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx context.Context, v any) (JSON, error) {
 	var res JSON
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx context.Context, sel ast.SelectionSet, v JSON) graphql.Marshaler {
+func (ec *executionContext) marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx context.Context, sel ast.SelectionSet, v JSON) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "JSON!")
 		return graphql.Null
@@ -10758,7 +10758,7 @@ func (ec *executionContext) marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinter
 	return v
 }
 
-func (ec *executionContext) marshalNKVMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVMutation(ctx context.Context, sel ast.SelectionSet, v *KVMutation) graphql.Marshaler {
+func (ec *executionContext) marshalNKVMutation2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVMutation(ctx context.Context, sel ast.SelectionSet, v *KVMutation) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVMutation!")
 		return graphql.Null
@@ -10766,7 +10766,7 @@ func (ec *executionContext) marshalNKVMutation2ᚖgithubᚗcomᚋincusspawnᚋis
 	return ec._KVMutation(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNKVQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVQuery(ctx context.Context, sel ast.SelectionSet, v *KVQuery) graphql.Marshaler {
+func (ec *executionContext) marshalNKVQuery2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVQuery(ctx context.Context, sel ast.SelectionSet, v *KVQuery) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVQuery!")
 		return graphql.Null
@@ -10774,7 +10774,7 @@ func (ec *executionContext) marshalNKVQuery2ᚖgithubᚗcomᚋincusspawnᚋisx�
 	return ec._KVQuery(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *KVValue) graphql.Marshaler {
+func (ec *executionContext) marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *KVValue) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVValue!")
 		return graphql.Null
@@ -10782,7 +10782,7 @@ func (ec *executionContext) marshalNKVValue2ᚖgithubᚗcomᚋincusspawnᚋisx�
 	return ec._KVValue(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNKVValueConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueConnection(ctx context.Context, sel ast.SelectionSet, v *KVValueConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNKVValueConnection2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueConnection(ctx context.Context, sel ast.SelectionSet, v *KVValueConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVValueConnection!")
 		return graphql.Null
@@ -10790,11 +10790,11 @@ func (ec *executionContext) marshalNKVValueConnection2ᚖgithubᚗcomᚋincusspa
 	return ec._KVValueConnection(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNKVValueEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*KVValueEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNKVValueEdge2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*KVValueEdge) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNKVValueEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueEdge(ctx, sel, v[i])
+		return ec.marshalNKVValueEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10806,7 +10806,7 @@ func (ec *executionContext) marshalNKVValueEdge2ᚕᚖgithubᚗcomᚋincusspawn�
 	return ret
 }
 
-func (ec *executionContext) marshalNKVValueEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValueEdge(ctx context.Context, sel ast.SelectionSet, v *KVValueEdge) graphql.Marshaler {
+func (ec *executionContext) marshalNKVValueEdge2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValueEdge(ctx context.Context, sel ast.SelectionSet, v *KVValueEdge) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "KVValueEdge!")
 		return graphql.Null
@@ -10814,42 +10814,42 @@ func (ec *executionContext) marshalNKVValueEdge2ᚖgithubᚗcomᚋincusspawnᚋi
 	return ec._KVValueEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx context.Context, v any) (McpIntent, error) {
+func (ec *executionContext) unmarshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx context.Context, v any) (McpIntent, error) {
 	var res McpIntent
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx context.Context, sel ast.SelectionSet, v McpIntent) graphql.Marshaler {
+func (ec *executionContext) marshalNMcpIntent2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx context.Context, sel ast.SelectionSet, v McpIntent) graphql.Marshaler {
 	return v
 }
 
-func (ec *executionContext) unmarshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx context.Context, v any) (McpMode, error) {
+func (ec *executionContext) unmarshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx context.Context, v any) (McpMode, error) {
 	var res McpMode
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx context.Context, sel ast.SelectionSet, v McpMode) graphql.Marshaler {
+func (ec *executionContext) marshalNMcpMode2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx context.Context, sel ast.SelectionSet, v McpMode) graphql.Marshaler {
 	return v
 }
 
-func (ec *executionContext) unmarshalNMcpResourceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpResourceInput(ctx context.Context, v any) (*McpResourceInput, error) {
+func (ec *executionContext) unmarshalNMcpResourceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpResourceInput(ctx context.Context, v any) (*McpResourceInput, error) {
 	res, err := ec.unmarshalInputMcpResourceInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNMcpSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpSessionInput(ctx context.Context, v any) (*McpSessionInput, error) {
+func (ec *executionContext) unmarshalNMcpSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpSessionInput(ctx context.Context, v any) (*McpSessionInput, error) {
 	res, err := ec.unmarshalInputMcpSessionInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNMcpSessionStartInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpSessionStartInput(ctx context.Context, v any) (*McpSessionStartInput, error) {
+func (ec *executionContext) unmarshalNMcpSessionStartInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpSessionStartInput(ctx context.Context, v any) (*McpSessionStartInput, error) {
 	res, err := ec.unmarshalInputMcpSessionStartInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *PageInfo) graphql.Marshaler {
+func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
 		return graphql.Null
@@ -10857,11 +10857,11 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisx�
 	return ec._PageInfo(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []*Policy) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []*Policy) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPolicy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicy(ctx, sel, v[i])
+		return ec.marshalNPolicy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicy(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10873,7 +10873,7 @@ func (ec *executionContext) marshalNPolicy2ᚕᚖgithubᚗcomᚋincusspawnᚋisx
 	return ret
 }
 
-func (ec *executionContext) marshalNPolicy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicy(ctx context.Context, sel ast.SelectionSet, v *Policy) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicy(ctx context.Context, sel ast.SelectionSet, v *Policy) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Policy!")
 		return graphql.Null
@@ -10924,23 +10924,23 @@ func (ec *executionContext) marshalNPolicyAction2ᚕstringᚄ(ctx context.Contex
 	return ret
 }
 
-func (ec *executionContext) unmarshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyEffect(ctx context.Context, v any) (PolicyEffect, error) {
+func (ec *executionContext) unmarshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyEffect(ctx context.Context, v any) (PolicyEffect, error) {
 	var res PolicyEffect
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyEffect(ctx context.Context, sel ast.SelectionSet, v PolicyEffect) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicyEffect2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyEffect(ctx context.Context, sel ast.SelectionSet, v PolicyEffect) graphql.Marshaler {
 	return v
 }
 
-func (ec *executionContext) unmarshalNPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInputᚄ(ctx context.Context, v any) ([]*PolicyInput, error) {
+func (ec *executionContext) unmarshalNPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInputᚄ(ctx context.Context, v any) ([]*PolicyInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
 	res := make([]*PolicyInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -10948,16 +10948,16 @@ func (ec *executionContext) unmarshalNPolicyInput2ᚕᚖgithubᚗcomᚋincusspaw
 	return res, nil
 }
 
-func (ec *executionContext) unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInput(ctx context.Context, v any) (*PolicyInput, error) {
+func (ec *executionContext) unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInput(ctx context.Context, v any) (*PolicyInput, error) {
 	res, err := ec.unmarshalInputPolicyInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPrincipal2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipalᚄ(ctx context.Context, sel ast.SelectionSet, v []*Principal) graphql.Marshaler {
+func (ec *executionContext) marshalNPrincipal2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipalᚄ(ctx context.Context, sel ast.SelectionSet, v []*Principal) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx, sel, v[i])
+		return ec.marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10969,7 +10969,7 @@ func (ec *executionContext) marshalNPrincipal2ᚕᚖgithubᚗcomᚋincusspawnᚋ
 	return ret
 }
 
-func (ec *executionContext) marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *Principal) graphql.Marshaler {
+func (ec *executionContext) marshalNPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *Principal) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Principal!")
 		return graphql.Null
@@ -10982,11 +10982,11 @@ func (ec *executionContext) unmarshalNPrincipalInput2map(ctx context.Context, v 
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNSession2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Session) graphql.Marshaler {
+func (ec *executionContext) marshalNSession2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Session) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSession(ctx, sel, v[i])
+		return ec.marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSession(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -10998,7 +10998,7 @@ func (ec *executionContext) marshalNSession2ᚕᚖgithubᚗcomᚋincusspawnᚋis
 	return ret
 }
 
-func (ec *executionContext) marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSession(ctx context.Context, sel ast.SelectionSet, v *Session) graphql.Marshaler {
+func (ec *executionContext) marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSession(ctx context.Context, sel ast.SelectionSet, v *Session) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Session!")
 		return graphql.Null
@@ -11006,11 +11006,11 @@ func (ec *executionContext) marshalNSession2ᚖgithubᚗcomᚋincusspawnᚋisx�
 	return ec._Session(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNSessionInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionInputᚄ(ctx context.Context, sel ast.SelectionSet, v []*SessionInput) graphql.Marshaler {
+func (ec *executionContext) marshalNSessionInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionInputᚄ(ctx context.Context, sel ast.SelectionSet, v []*SessionInput) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionInput(ctx, sel, v[i])
+		return ec.marshalNSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionInput(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -11022,7 +11022,7 @@ func (ec *executionContext) marshalNSessionInput2ᚕᚖgithubᚗcomᚋincusspawn
 	return ret
 }
 
-func (ec *executionContext) marshalNSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionInput(ctx context.Context, sel ast.SelectionSet, v *SessionInput) graphql.Marshaler {
+func (ec *executionContext) marshalNSessionInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionInput(ctx context.Context, sel ast.SelectionSet, v *SessionInput) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SessionInput!")
 		return graphql.Null
@@ -11030,11 +11030,11 @@ func (ec *executionContext) marshalNSessionInput2ᚖgithubᚗcomᚋincusspawnᚋ
 	return ec._SessionInput(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNSkillReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*SkillReference) graphql.Marshaler {
+func (ec *executionContext) marshalNSkillReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*SkillReference) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNSkillReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReference(ctx, sel, v[i])
+		return ec.marshalNSkillReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReference(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -11046,7 +11046,7 @@ func (ec *executionContext) marshalNSkillReference2ᚕᚖgithubᚗcomᚋincusspa
 	return ret
 }
 
-func (ec *executionContext) marshalNSkillReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReference(ctx context.Context, sel ast.SelectionSet, v *SkillReference) graphql.Marshaler {
+func (ec *executionContext) marshalNSkillReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReference(ctx context.Context, sel ast.SelectionSet, v *SkillReference) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SkillReference!")
 		return graphql.Null
@@ -11054,7 +11054,7 @@ func (ec *executionContext) marshalNSkillReference2ᚖgithubᚗcomᚋincusspawn�
 	return ec._SkillReference(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNSkillReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceInput(ctx context.Context, v any) (*SkillReferenceInput, error) {
+func (ec *executionContext) unmarshalNSkillReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceInput(ctx context.Context, v any) (*SkillReferenceInput, error) {
 	res, err := ec.unmarshalInputSkillReferenceInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -11116,11 +11116,11 @@ func (ec *executionContext) marshalNTimestamp2timeᚐTime(ctx context.Context, s
 	return res
 }
 
-func (ec *executionContext) marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*ToolReference) graphql.Marshaler {
+func (ec *executionContext) marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*ToolReference) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNToolReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReference(ctx, sel, v[i])
+		return ec.marshalNToolReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReference(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -11132,7 +11132,7 @@ func (ec *executionContext) marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspaw
 	return ret
 }
 
-func (ec *executionContext) marshalNToolReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReference(ctx context.Context, sel ast.SelectionSet, v *ToolReference) graphql.Marshaler {
+func (ec *executionContext) marshalNToolReference2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReference(ctx context.Context, sel ast.SelectionSet, v *ToolReference) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ToolReference!")
 		return graphql.Null
@@ -11140,16 +11140,16 @@ func (ec *executionContext) marshalNToolReference2ᚖgithubᚗcomᚋincusspawn�
 	return ec._ToolReference(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNToolReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceInput(ctx context.Context, v any) (*ToolReferenceInput, error) {
+func (ec *executionContext) unmarshalNToolReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceInput(ctx context.Context, v any) (*ToolReferenceInput, error) {
 	res, err := ec.unmarshalInputToolReferenceInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNWriteSetEntry2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐWriteSetEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []*WriteSetEntry) graphql.Marshaler {
+func (ec *executionContext) marshalNWriteSetEntry2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐWriteSetEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []*WriteSetEntry) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNWriteSetEntry2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐWriteSetEntry(ctx, sel, v[i])
+		return ec.marshalNWriteSetEntry2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐWriteSetEntry(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -11161,7 +11161,7 @@ func (ec *executionContext) marshalNWriteSetEntry2ᚕᚖgithubᚗcomᚋincusspaw
 	return ret
 }
 
-func (ec *executionContext) marshalNWriteSetEntry2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐWriteSetEntry(ctx context.Context, sel ast.SelectionSet, v *WriteSetEntry) graphql.Marshaler {
+func (ec *executionContext) marshalNWriteSetEntry2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐWriteSetEntry(ctx context.Context, sel ast.SelectionSet, v *WriteSetEntry) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "WriteSetEntry!")
 		return graphql.Null
@@ -11311,21 +11311,21 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
-func (ec *executionContext) marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐAction(ctx context.Context, sel ast.SelectionSet, v *Action) graphql.Marshaler {
+func (ec *executionContext) marshalOAction2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐAction(ctx context.Context, sel ast.SelectionSet, v *Action) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Action(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalOActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecution(ctx context.Context, sel ast.SelectionSet, v *Execution) graphql.Marshaler {
+func (ec *executionContext) marshalOActionExecution2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecution(ctx context.Context, sel ast.SelectionSet, v *Execution) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._ActionExecution(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOApprovalInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐApprovalInput(ctx context.Context, v any) (*ApprovalInput, error) {
+func (ec *executionContext) unmarshalOApprovalInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐApprovalInput(ctx context.Context, v any) (*ApprovalInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11363,7 +11363,7 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
-func (ec *executionContext) unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionSettingsInput(ctx context.Context, v any) (*ExecutionSettingsInput, error) {
+func (ec *executionContext) unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionSettingsInput(ctx context.Context, v any) (*ExecutionSettingsInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11371,7 +11371,7 @@ func (ec *executionContext) unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋi
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐExecutionWhere(ctx context.Context, v any) (*ExecutionWhere, error) {
+func (ec *executionContext) unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐExecutionWhere(ctx context.Context, v any) (*ExecutionWhere, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11415,7 +11415,7 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
-func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx context.Context, v any) (JSON, error) {
+func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx context.Context, v any) (JSON, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11424,14 +11424,14 @@ func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋint
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx context.Context, sel ast.SelectionSet, v JSON) graphql.Marshaler {
+func (ec *executionContext) marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx context.Context, sel ast.SelectionSet, v JSON) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return v
 }
 
-func (ec *executionContext) unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSONᚄ(ctx context.Context, v any) ([]JSON, error) {
+func (ec *executionContext) unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSONᚄ(ctx context.Context, v any) ([]JSON, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11440,7 +11440,7 @@ func (ec *executionContext) unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋ
 	res := make([]JSON, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -11448,13 +11448,13 @@ func (ec *executionContext) unmarshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋ
 	return res, nil
 }
 
-func (ec *executionContext) marshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSONᚄ(ctx context.Context, sel ast.SelectionSet, v []JSON) graphql.Marshaler {
+func (ec *executionContext) marshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSONᚄ(ctx context.Context, sel ast.SelectionSet, v []JSON) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	ret := make(graphql.Array, len(v))
 	for i := range v {
-		ret[i] = ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐJSON(ctx, sel, v[i])
+		ret[i] = ec.marshalNJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐJSON(ctx, sel, v[i])
 	}
 
 	for _, e := range ret {
@@ -11466,21 +11466,21 @@ func (ec *executionContext) marshalOJSON2ᚕgithubᚗcomᚋincusspawnᚋisxᚋin
 	return ret
 }
 
-func (ec *executionContext) marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *KVValue) graphql.Marshaler {
+func (ec *executionContext) marshalOKVValue2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐKVValue(ctx context.Context, sel ast.SelectionSet, v *KVValue) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._KVValue(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalOMcpBlock2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpBlock(ctx context.Context, sel ast.SelectionSet, v *McpBlock) graphql.Marshaler {
+func (ec *executionContext) marshalOMcpBlock2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpBlock(ctx context.Context, sel ast.SelectionSet, v *McpBlock) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._McpBlock(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpBlockInput(ctx context.Context, v any) (*McpBlockInput, error) {
+func (ec *executionContext) unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpBlockInput(ctx context.Context, v any) (*McpBlockInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11488,7 +11488,7 @@ func (ec *executionContext) unmarshalOMcpBlockInput2ᚖgithubᚗcomᚋincusspawn
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx context.Context, v any) (*McpIntent, error) {
+func (ec *executionContext) unmarshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx context.Context, v any) (*McpIntent, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11497,21 +11497,21 @@ func (ec *executionContext) unmarshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋi
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpIntent(ctx context.Context, sel ast.SelectionSet, v *McpIntent) graphql.Marshaler {
+func (ec *executionContext) marshalOMcpIntent2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpIntent(ctx context.Context, sel ast.SelectionSet, v *McpIntent) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return v
 }
 
-func (ec *executionContext) marshalOMcpLimits2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpLimits(ctx context.Context, sel ast.SelectionSet, v *McpLimits) graphql.Marshaler {
+func (ec *executionContext) marshalOMcpLimits2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpLimits(ctx context.Context, sel ast.SelectionSet, v *McpLimits) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._McpLimits(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOMcpLimitsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpLimitsInput(ctx context.Context, v any) (*McpLimitsInput, error) {
+func (ec *executionContext) unmarshalOMcpLimitsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpLimitsInput(ctx context.Context, v any) (*McpLimitsInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11519,7 +11519,7 @@ func (ec *executionContext) unmarshalOMcpLimitsInput2ᚖgithubᚗcomᚋincusspaw
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx context.Context, v any) (*McpMode, error) {
+func (ec *executionContext) unmarshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx context.Context, v any) (*McpMode, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11528,21 +11528,21 @@ func (ec *executionContext) unmarshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisx
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpMode(ctx context.Context, sel ast.SelectionSet, v *McpMode) graphql.Marshaler {
+func (ec *executionContext) marshalOMcpMode2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpMode(ctx context.Context, sel ast.SelectionSet, v *McpMode) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return v
 }
 
-func (ec *executionContext) marshalOMcpRequest2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpRequest(ctx context.Context, sel ast.SelectionSet, v *McpRequest) graphql.Marshaler {
+func (ec *executionContext) marshalOMcpRequest2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpRequest(ctx context.Context, sel ast.SelectionSet, v *McpRequest) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._McpRequest(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpResourceInputᚄ(ctx context.Context, v any) ([]*McpResourceInput, error) {
+func (ec *executionContext) unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpResourceInputᚄ(ctx context.Context, v any) ([]*McpResourceInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11551,7 +11551,7 @@ func (ec *executionContext) unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincu
 	res := make([]*McpResourceInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNMcpResourceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐMcpResourceInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNMcpResourceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐMcpResourceInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -11559,7 +11559,7 @@ func (ec *executionContext) unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincu
 	return res, nil
 }
 
-func (ec *executionContext) unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInputᚄ(ctx context.Context, v any) ([]*PolicyInput, error) {
+func (ec *executionContext) unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInputᚄ(ctx context.Context, v any) ([]*PolicyInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11568,7 +11568,7 @@ func (ec *executionContext) unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspaw
 	res := make([]*PolicyInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPolicyInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNPolicyInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPolicyInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -11576,21 +11576,21 @@ func (ec *executionContext) unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspaw
 	return res, nil
 }
 
-func (ec *executionContext) marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *Principal) graphql.Marshaler {
+func (ec *executionContext) marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *Principal) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Principal(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalOSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSession(ctx context.Context, sel ast.SelectionSet, v *Session) graphql.Marshaler {
+func (ec *executionContext) marshalOSession2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSession(ctx context.Context, sel ast.SelectionSet, v *Session) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Session(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSessionBlockInput(ctx context.Context, v any) (*SessionBlockInput, error) {
+func (ec *executionContext) unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSessionBlockInput(ctx context.Context, v any) (*SessionBlockInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11598,7 +11598,7 @@ func (ec *executionContext) unmarshalOSessionBlockInput2ᚖgithubᚗcomᚋincuss
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceInputᚄ(ctx context.Context, v any) ([]*SkillReferenceInput, error) {
+func (ec *executionContext) unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceInputᚄ(ctx context.Context, v any) ([]*SkillReferenceInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11607,7 +11607,7 @@ func (ec *executionContext) unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋi
 	res := make([]*SkillReferenceInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNSkillReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐSkillReferenceInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNSkillReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐSkillReferenceInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -11651,7 +11651,7 @@ func (ec *executionContext) marshalOTimestamp2ᚖtimeᚐTime(ctx context.Context
 	return res
 }
 
-func (ec *executionContext) unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolBlockInput(ctx context.Context, v any) (*ToolBlockInput, error) {
+func (ec *executionContext) unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolBlockInput(ctx context.Context, v any) (*ToolBlockInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11659,7 +11659,7 @@ func (ec *executionContext) unmarshalOToolBlockInput2ᚖgithubᚗcomᚋincusspaw
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceInputᚄ(ctx context.Context, v any) ([]*ToolReferenceInput, error) {
+func (ec *executionContext) unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceInputᚄ(ctx context.Context, v any) ([]*ToolReferenceInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -11668,7 +11668,7 @@ func (ec *executionContext) unmarshalOToolReferenceInput2ᚕᚖgithubᚗcomᚋin
 	res := make([]*ToolReferenceInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNToolReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋgraphᚐToolReferenceInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNToolReferenceInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚐToolReferenceInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
