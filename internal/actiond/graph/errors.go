@@ -12,6 +12,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -60,6 +61,7 @@ func badRequest(field, format string, args ...any) *Error {
 func classify(err error) *Error {
 	var (
 		own       *Error
+		scalar    *model.InputError
 		actionErr *action.Error
 		regErr    *registry.Error
 		denied    *policy.Denied
@@ -69,6 +71,8 @@ func classify(err error) *Error {
 	switch {
 	case errors.As(err, &own):
 		return own
+	case errors.As(err, &scalar):
+		return newError(scalar.Code, "", scalar.Message, err)
 	case errors.As(err, &actionErr):
 		out := newError(actionErr.Code, actionErr.Path, actionErr.Message, err)
 		if errors.As(err, &denied) {

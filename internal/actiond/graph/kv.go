@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 )
 
 type kvQueryResolver struct{}
 
-func (kvQueryResolver) Value(ctx context.Context, obj *KVQuery, namespace string, key string) (*KVValue, error) {
+func (kvQueryResolver) Value(ctx context.Context, obj *model.KVQuery, namespace string, key string) (*model.KVValue, error) {
 	st := current(ctx)
 	kv, err := registry.GetKV(ctx, st.env.Work, namespace, key)
 	if errors.Is(err, registry.ErrNotFound) {
@@ -27,7 +28,7 @@ func (kvQueryResolver) Value(ctx context.Context, obj *KVQuery, namespace string
 
 // Values lists a namespace's values the reader may read, in key order; a
 // value's cursor is its key.
-func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace string, first *int, after *string) (*KVValueConnection, error) {
+func (kvQueryResolver) Values(ctx context.Context, obj *model.KVQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error) {
 	st := current(ctx)
 	limit, err := pageSize(first)
 	if err != nil {
@@ -48,10 +49,10 @@ func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace strin
 	if err != nil {
 		return nil, err
 	}
-	conn := &KVValueConnection{Edges: []*KVValueEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	conn := &model.KVValueConnection{Edges: []*model.KVValueEdge{}, PageInfo: &model.PageInfo{HasNextPage: hasNext}}
 	for _, kv := range found {
 		key := kv.Key
-		conn.Edges = append(conn.Edges, &KVValueEdge{Cursor: key, Node: kvValue(kv)})
+		conn.Edges = append(conn.Edges, &model.KVValueEdge{Cursor: key, Node: kvValue(kv)})
 		conn.PageInfo.EndCursor = &key
 	}
 	return conn, nil
@@ -59,7 +60,7 @@ func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace strin
 
 // Put is an INSERT of a new value, or an UPDATE of an existing one, checked
 // with the value as it will be.
-func (m *KVMutation) Put(namespace string, key string, value JSON) (*KVValue, error) {
+func (m *kvMutation) Put(namespace string, key string, value model.JSON) (*model.KVValue, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	operation := policy.Update
@@ -83,7 +84,7 @@ func (m *KVMutation) Put(namespace string, key string, value JSON) (*KVValue, er
 
 // Delete removes a value and answers what it was, or null when there was
 // none.
-func (m *KVMutation) Delete(namespace string, key string) (*KVValue, error) {
+func (m *kvMutation) Delete(namespace string, key string) (*model.KVValue, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	existing, err := registry.GetKV(ctx, st.env.Work, namespace, key)
@@ -103,6 +104,6 @@ func (m *KVMutation) Delete(namespace string, key string) (*KVValue, error) {
 	return kvValue(kv), nil
 }
 
-func kvValue(kv *registry.KVValue) *KVValue {
-	return &KVValue{Namespace: kv.Namespace, Key: kv.Key, Value: JSON(kv.Value)}
+func kvValue(kv *registry.KVValue) *model.KVValue {
+	return &model.KVValue{Namespace: kv.Namespace, Key: kv.Key, Value: model.JSON(kv.Value)}
 }

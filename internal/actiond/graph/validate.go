@@ -9,6 +9,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/incusspawn/isx/internal/actiond/graph/generated"
 )
 
 // Operation is what Validate learns of a document's operation.
@@ -29,7 +31,9 @@ type Variable struct {
 }
 
 var (
-	schema    = sync.OnceValue(func() *ast.Schema { return NewExecutableSchema(Config{Resolvers: &Resolver{}}).Schema() })
+	schema = sync.OnceValue(func() *ast.Schema {
+		return generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}}).Schema()
+	})
 	validated = lru.New[*ast.QueryDocument](queryCacheSize)
 )
 
