@@ -178,16 +178,10 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for at most 30 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	at.WaitFor(t, what, 30*time.Second, cond)
 }
 
 // gateSource is a Starlark tool that runs until the KV value gate/<key>

@@ -61,7 +61,10 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 		token := p.Token(server.LocalPrincipal, "loader")
 
 		record := &sent{requests: map[float64]string{}, answers: map[float64]map[string]any{}}
+		// The kill comes once the clients have had 1,500 answers.
+		const answersBeforeKill = 1500
 		var answered atomic.Int64
+		enough := make(chan struct{})
 		transport := &http.Transport{MaxIdleConnsPerHost: 32}
 		client := &http.Client{Transport: transport, Timeout: time.Minute}
 		var wg sync.WaitGroup
@@ -83,15 +86,24 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 					record.mu.Lock()
 					record.answers[id] = reply.RPC
 					record.mu.Unlock()
-					answered.Add(1)
+					if answered.Add(1) == answersBeforeKill {
+						close(enough)
+					}
 				}
 			}()
 		}
-		for answered.Load() < 1500 {
-			time.Sleep(5 * time.Millisecond)
+		clientsDone := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(clientsDone)
+		}()
+		select {
+		case <-enough:
+		case <-clientsDone:
+			t.Fatalf("the clients stopped after %d answers, before the kill:\n%s", answered.Load(), p.Log())
 		}
 		p.Kill()
-		wg.Wait()
+		<-clientsDone
 		transport.CloseIdleConnections()
 
 		restarted := at.StartProcess(t, binary, opts, "")
