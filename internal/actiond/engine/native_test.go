@@ -1,12 +1,8 @@
 package engine_test
 
 import (
-	"context"
-	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
@@ -48,7 +44,7 @@ func TestNativeToolsThroughTheEndpoint(t *testing.T) {
 			s := env.Connect("natives", env.Token("signin", "alice"), rev)
 
 			listed := map[string]*mcp.Tool{}
-			for _, tool := range listTools(t, s).Tools {
+			for _, tool := range at.ListTools(t, s).Tools {
 				listed[tool.Name] = tool
 			}
 			for _, native := range engine.Natives() {
@@ -57,9 +53,9 @@ func TestNativeToolsThroughTheEndpoint(t *testing.T) {
 					t.Fatalf("tools/list lacks %s", native.Name())
 				}
 				want := action.EffectiveInputSchema(mcpkit.SchemaMap(native.InputSchema()), action.ToolRef{Name: native.Name()}, action.IntentRequired)
-				if !jsonEqual(tool.InputSchema, want) || !jsonEqual(tool.OutputSchema, mcpkit.SchemaMap(native.OutputSchema())) || tool.Description != native.Description() {
-					t.Errorf("%s is listed as %s → %s, want %s → %s", native.Name(), asJSON(tool.InputSchema), asJSON(tool.OutputSchema),
-						asJSON(want), asJSON(native.OutputSchema()))
+				if !at.JSONEqual(tool.InputSchema, want) || !at.JSONEqual(tool.OutputSchema, mcpkit.SchemaMap(native.OutputSchema())) || tool.Description != native.Description() {
+					t.Errorf("%s is listed as %s → %s, want %s → %s", native.Name(), at.AsJSON(tool.InputSchema), at.AsJSON(tool.OutputSchema),
+						at.AsJSON(want), at.AsJSON(native.OutputSchema()))
 				}
 			}
 
@@ -73,9 +69,9 @@ func TestNativeToolsThroughTheEndpoint(t *testing.T) {
 			}
 			for _, c := range cases {
 				c.args["intent"] = "Check the native " + c.tool + " tool."
-				res := callTool(t, s, c.tool, c.args)
-				if res.IsError || !jsonEqual(res.StructuredContent, c.want) {
-					t.Errorf("%s answered isError %v %s, want %s", c.tool, res.IsError, asJSON(res.StructuredContent), asJSON(c.want))
+				res := at.CallTool(t, s, c.tool, c.args)
+				if res.IsError || !at.JSONEqual(res.StructuredContent, c.want) {
+					t.Errorf("%s answered isError %v %s, want %s", c.tool, res.IsError, at.AsJSON(res.StructuredContent), at.AsJSON(c.want))
 				}
 				native, _ := engine.Native(c.tool)
 				if err := native.CheckResult(res.StructuredContent); err != nil {
@@ -95,10 +91,10 @@ func TestNativeToolsThroughTheEndpoint(t *testing.T) {
 			}
 			for _, c := range refused {
 				c.args["intent"] = "Send bad arguments on purpose."
-				res := callTool(t, s, c.tool, c.args)
+				res := at.CallTool(t, s, c.tool, c.args)
 				code, _ := at.Dig(map[string]any(res.Meta), "com.twisp/error", "code").(string)
-				if !res.IsError || code != engine.CodeInputInvalid || !strings.HasPrefix(text(res), c.message) {
-					t.Errorf("%s %s: isError %v code %q text %q, want %s: %s", c.tool, asJSON(c.args), res.IsError, code, text(res), engine.CodeInputInvalid, c.message)
+				if !res.IsError || code != engine.CodeInputInvalid || !strings.HasPrefix(at.Text(res), c.message) {
+					t.Errorf("%s %s: isError %v code %q text %q, want %s: %s", c.tool, at.AsJSON(c.args), res.IsError, code, at.Text(res), engine.CodeInputInvalid, c.message)
 				}
 			}
 		})
@@ -118,56 +114,8 @@ func TestNativeToolsKeepAScriptsIntegers(t *testing.T) {
 	env.CreateAction(at.NewID(), at.StarlarkTool("adder", source, nil, []map[string]any{at.Ref("cel"), at.Ref("graphql")}))
 	env.CreateAction(at.NewID(), at.ServerSpec{Name: "adding", Policies: at.Everything(), Tools: []map[string]any{at.Ref("adder")}}.Input())
 	s := env.Connect("adding", env.Token("signin", "alice"), at.Revision2026)
-	res := callTool(t, s, "adder", map[string]any{"intent": "Add one."})
-	if res.IsError || !jsonEqual(res.StructuredContent, map[string]any{"n": 42, "edges": []any{}}) {
-		t.Fatalf("adder answered isError %v %s", res.IsError, text(res))
+	res := at.CallTool(t, s, "adder", map[string]any{"intent": "Add one."})
+	if res.IsError || !at.JSONEqual(res.StructuredContent, map[string]any{"n": 42, "edges": []any{}}) {
+		t.Fatalf("adder answered isError %v %s", res.IsError, at.Text(res))
 	}
-}
-
-func listTools(t *testing.T, s *mcp.ClientSession) *mcp.ListToolsResult {
-	t.Helper()
-	res, err := s.ListTools(ctx(t), nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	return res
-}
-
-func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
-	}
-	return res
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
-
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func jsonEqual(a, b any) bool {
-	var x, y any
-	ab, _ := json.Marshal(a)
-	bb, _ := json.Marshal(b)
-	json.Unmarshal(ab, &x)
-	json.Unmarshal(bb, &y)
-	return reflect.DeepEqual(x, y)
-}
-
-func asJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

@@ -130,7 +130,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				// recorded FAILED with the reason its client got, ran nothing.
 				refusals++
 				if e["status"] != "FAILED" || got && at.Dig(e, "error", "code") != at.Dig(answer, "error", "data", "code") || len(e["calls"].([]any)) != 0 {
-					t.Errorf("refusal %v: %s, the client got %s", e["id"], asJSON(e), asJSON(answer))
+					t.Errorf("refusal %v: %s, the client got %s", e["id"], at.AsJSON(e), at.AsJSON(answer))
 				}
 				if _, wrote := rows[k]; wrote {
 					t.Errorf("refused id %v wrote its row", id)
@@ -145,7 +145,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				}
 				if got {
 					if claimed := answerOf(answer); !jsonEqualValues(e["output"], claimed) {
-						t.Errorf("id %v: recorded output %s, the client received %s", id, asJSON(e["output"]), asJSON(claimed))
+						t.Errorf("id %v: recorded output %s, the client received %s", id, at.AsJSON(e["output"]), at.AsJSON(claimed))
 					}
 				} else {
 					unanswered++
@@ -159,7 +159,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 					t.Errorf("id %v was answered but its record is RUNNING", id)
 				}
 				if e["output"] != nil || e["endedAt"] != nil || len(e["calls"].([]any)) != 0 {
-					t.Errorf("RUNNING leftover %v claims an answer: %s", e["id"], asJSON(e))
+					t.Errorf("RUNNING leftover %v claims an answer: %s", e["id"], at.AsJSON(e))
 				}
 				if _, wrote := rows[k]; wrote {
 					t.Errorf("RUNNING leftover %v wrote its row", e["id"])
@@ -179,7 +179,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				throttled++
 				continue
 			}
-			t.Errorf("id %v was answered (%s) but is not recorded", id, asJSON(answer))
+			t.Errorf("id %v was answered (%s) but is not recorded", id, at.AsJSON(answer))
 		}
 		session := env.Session(serverID, at.SessionIDFor(server.LocalPrincipal, "loader"))
 		states := map[string]int{}
@@ -236,12 +236,7 @@ func kvRows(t *testing.T, env *at.Env, namespace string) map[string]any {
 	}
 }
 
-func asJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func jsonEqualValues(a, b any) bool { return asJSON(normalize(a)) == asJSON(normalize(b)) }
+func jsonEqualValues(a, b any) bool { return at.AsJSON(normalize(a)) == at.AsJSON(normalize(b)) }
 
 func normalize(v any) any {
 	var out any
