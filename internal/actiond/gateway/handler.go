@@ -95,16 +95,16 @@ func New(opts Options) *Handler {
 }
 
 // Audience is the aud an MCP token must carry.
-func (h *Handler) Audience() string { return h.opts.PublicURL + "/mcp" }
+func (h *Handler) Audience() string { return auth.MCPAudience(h.opts.PublicURL) }
 
 // ResourceMetadataURL is where a server's Protected Resource Metadata lives.
 func (h *Handler) ResourceMetadataURL(account, name string) string {
-	return h.opts.PublicURL + "/.well-known/oauth-protected-resource/mcp/v1/" + account + "/" + name
+	return auth.ResourceMetadataURL(h.opts.PublicURL, account, name)
 }
 
 // ServeHTTP handles one POST to an MCP server's endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	account, name, ok := endpointPath(r.URL.Path)
+	account, name, ok := auth.ParseMCPPath(r.URL.Path)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -169,19 +169,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.serveAdmitted(w, r, ex)
-}
-
-// endpointPath splits /mcp/v1/<account>/<name>.
-func endpointPath(path string) (account, name string, ok bool) {
-	rest, found := strings.CutPrefix(path, "/mcp/v1/")
-	if !found {
-		return "", "", false
-	}
-	account, name, found = strings.Cut(rest, "/")
-	if !found || account == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", false
-	}
-	return account, name, true
 }
 
 func readBody(r *http.Request) (body []byte, tooLarge bool, err error) {
