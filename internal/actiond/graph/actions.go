@@ -17,13 +17,9 @@ type actionsQueryResolver struct{}
 // cursor is its name.
 func (actionsQueryResolver) List(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error) {
 	st := current(ctx)
-	limit, err := pageSize(first)
+	limit, cursor, err := keyedPage(first, after)
 	if err != nil {
 		return nil, err
-	}
-	cursor := ""
-	if after != nil {
-		cursor = *after
 	}
 	found, hasNext, err := readablePage(limit, cursor,
 		func(after string, n int) ([]*registry.StoredAction, error) {

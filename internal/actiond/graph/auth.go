@@ -13,14 +13,10 @@ type authQueryResolver struct{}
 
 func (authQueryResolver) Principal(ctx context.Context, obj *model.AuthQuery, name string) (*model.Principal, error) {
 	st := current(ctx)
-	stored, err := registry.Principal(ctx, st.env.Work, name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourcePrincipal, stored); err != nil {
+	stored, found, err := permitted(ctx, policy.Select, registry.ResourcePrincipal, func() (*registry.StoredPrincipal, error) {
+		return registry.Principal(ctx, st.env.Work, name)
+	})
+	if !found {
 		return nil, err
 	}
 	return principal(stored)
@@ -84,14 +80,10 @@ func (m *authMutation) PutPrincipal(input map[string]any) (*model.Principal, err
 func (m *authMutation) DeletePrincipal(name string) (*model.Principal, error) {
 	ctx := m.ctx
 	st := current(ctx)
-	existing, err := registry.Principal(ctx, st.env.Work, name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Delete, registry.ResourcePrincipal, existing); err != nil {
+	_, found, err := permitted(ctx, policy.Delete, registry.ResourcePrincipal, func() (*registry.StoredPrincipal, error) {
+		return registry.Principal(ctx, st.env.Work, name)
+	})
+	if !found {
 		return nil, err
 	}
 	stored, err := registry.DeletePrincipal(ctx, st.env.Work, name)

@@ -13,14 +13,10 @@ type kvQueryResolver struct{}
 
 func (kvQueryResolver) Value(ctx context.Context, obj *model.KVQuery, namespace string, key string) (*model.KVValue, error) {
 	st := current(ctx)
-	kv, err := registry.GetKV(ctx, st.env.Work, namespace, key)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceKV, kv); err != nil {
+	kv, found, err := permitted(ctx, policy.Select, registry.ResourceKV, func() (*registry.KVValue, error) {
+		return registry.GetKV(ctx, st.env.Work, namespace, key)
+	})
+	if !found {
 		return nil, err
 	}
 	return kvValue(kv), nil
@@ -30,13 +26,9 @@ func (kvQueryResolver) Value(ctx context.Context, obj *model.KVQuery, namespace 
 // value's cursor is its key.
 func (kvQueryResolver) Values(ctx context.Context, obj *model.KVQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error) {
 	st := current(ctx)
-	limit, err := pageSize(first)
+	limit, cursor, err := keyedPage(first, after)
 	if err != nil {
 		return nil, err
-	}
-	cursor := ""
-	if after != nil {
-		cursor = *after
 	}
 	found, hasNext, err := readablePage(limit, cursor,
 		func(after string, n int) ([]*registry.KVValue, error) {
@@ -87,14 +79,10 @@ func (m *kvMutation) Put(namespace string, key string, value model.JSON) (*model
 func (m *kvMutation) Delete(namespace string, key string) (*model.KVValue, error) {
 	ctx := m.ctx
 	st := current(ctx)
-	existing, err := registry.GetKV(ctx, st.env.Work, namespace, key)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Delete, registry.ResourceKV, existing); err != nil {
+	_, found, err := permitted(ctx, policy.Delete, registry.ResourceKV, func() (*registry.KVValue, error) {
+		return registry.GetKV(ctx, st.env.Work, namespace, key)
+	})
+	if !found {
 		return nil, err
 	}
 	kv, err := registry.DeleteKV(ctx, st.env.Work, namespace, key)

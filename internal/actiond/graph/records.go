@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -176,22 +175,6 @@ func (e *executionRecord) Uses(ctx context.Context) ([]*model.ExecutionUse, erro
 	return out, nil
 }
 
-// Pages of records.
-const (
-	defaultPage = 50
-	maxPage     = 500
-)
-
-func pageSize(first *int) (int, error) {
-	if first == nil {
-		return defaultPage, nil
-	}
-	if *first < 0 || *first > maxPage {
-		return 0, badRequest("first", "first is a number from 0 to %d", maxPage)
-	}
-	return *first, nil
-}
-
 // executions lists the executions f selects that the reader may read, a page
 // at a time; an execution's cursor is its position in the record.
 func executions(ctx context.Context, f store.ExecutionFilter, first *int, after *string) (*model.ExecutionConnection, error) {
@@ -238,19 +221,14 @@ func executions(ctx context.Context, f store.ExecutionFilter, first *int, after 
 // execution reads one execution; nil when there is none.
 func execution(ctx context.Context, id string) (model.Execution, error) {
 	st := current(ctx)
-	var rec *store.Execution
-	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		rec, err = tx.Execution(ctx, st.env.Account, id)
-		return err
+	rec, found, err := permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
+		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
+			rec, err = tx.Execution(ctx, st.env.Account, id)
+			return err
+		})
+		return rec, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceExecution, rec); err != nil {
+	if !found {
 		return nil, err
 	}
 	return &executionRecord{rec: rec}, nil
@@ -300,19 +278,14 @@ func (s *sessionRecord) key() store.SessionKey {
 // session reads a session the reader may read; nil when there is none.
 func session(ctx context.Context, actionID, sessionID string) (model.Session, error) {
 	st := current(ctx)
-	var rec *store.Session
-	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		rec, err = tx.Session(ctx, store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID})
-		return err
+	rec, found, err := permitted(ctx, policy.Select, registry.ResourceSession, func() (rec *store.Session, err error) {
+		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
+			rec, err = tx.Session(ctx, store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID})
+			return err
+		})
+		return rec, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceSession, rec); err != nil {
+	if !found {
 		return nil, err
 	}
 	return &sessionRecord{rec: rec}, nil
