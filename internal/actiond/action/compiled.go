@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -91,11 +92,7 @@ func Compile(def Definition) (*Compiled, error) {
 }
 
 func compileFields(env *expr.Env, path string, sources map[string]string) ([]field, error) {
-	names := make([]string, 0, len(sources))
-	for name := range sources {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(sources))
 	fields := make([]field, 0, len(names))
 	for _, name := range names {
 		if strings.TrimSpace(name) == "" {

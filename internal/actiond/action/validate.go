@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -172,11 +173,7 @@ func (v *validation) config() error {
 }
 
 func onlyKeys(config map[string]any, allowed ...string) error {
-	keys := make([]string, 0, len(config))
-	for key := range config {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(config))
 	for _, key := range keys {
 		if !slices.Contains(allowed, key) {
 			return badRequest("config."+key, "unknown config field %q: the config takes %s", key, strings.Join(allowed, ", "))
@@ -323,11 +320,7 @@ func (v *validation) sessionCoversStart() error {
 	start := v.def.MCP.Session.Start.Input
 	fields, whole := v.compiled.sessionID.Fields("session", "input")
 	if !whole {
-		names := make([]string, 0, len(start))
-		for name := range start {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(start))
 		for _, name := range names {
 			if !slices.Contains(fields, name) {
 				return badRequest("session.id", "session.id does not read session.input.%s, a field of mcp.session.start.input: include every field in the id, or requests with different inputs share a session", name)
@@ -415,11 +408,7 @@ func fixedInputFits(path string, ref ToolRef, schema map[string]any) error {
 		return nil
 	}
 	properties, _ := schema[propertiesKeyword].(map[string]any)
-	names := make([]string, 0, len(ref.Input))
-	for name := range ref.Input {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(ref.Input))
 	for _, name := range names {
 		if _, ok := properties[name]; !ok {
 			return badRequest(path+".input."+name, "%s's input schema has no property %q and allows no others", ref.Name, name)

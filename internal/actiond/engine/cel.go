@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/expr"
@@ -45,10 +47,7 @@ func (e *callEnv) nativeCEL(ctx context.Context, input map[string]any) (any, *Fa
 // evalCEL evaluates an expression in the environment of the native cel tool,
 // which has the clock and randomness functions.
 func (r *Runner) evalCEL(ctx context.Context, expression string, variables map[string]any) (any, error) {
-	names := make([]string, 0, len(variables))
-	for name := range variables {
-		names = append(names, name)
-	}
+	names := slices.Collect(maps.Keys(variables))
 	env, err := expr.NewEnv(expr.Variables(names...), expr.Impure(r.Clock, r.Random))
 	if err != nil {
 		return nil, err

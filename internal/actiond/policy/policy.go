@@ -6,6 +6,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -81,11 +82,7 @@ func Validate(policies []Policy) error {
 		if err := validatePatterns(i, "resources", p.Resources); err != nil {
 			return err
 		}
-		names := make([]string, 0, len(p.Assertions))
-		for name := range p.Assertions {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(p.Assertions))
 		for _, name := range names {
 			if strings.TrimSpace(name) == "" {
 				return invalid(i, "assertions", nil, "an assertion needs a name")
