@@ -18,8 +18,8 @@ import (
 )
 
 // CEL's pure functions are builtins of every script, evaluated inside it by
-// the platform's CEL environment (internal/actiond/expr), so they mean exactly what
-// they mean in CEL and no call is recorded:
+// the platform's CEL environment (internal/actiond/expr), so they mean
+// exactly what they mean in CEL and no call is recorded:
 //
 //	decimal("10.50"), decimal(3)        a decimal; d.round(places)
 //	money("5", "USD"), money(d, "USD")  a money; m.amount(), m.currency()
