@@ -1,18 +1,16 @@
 package action
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // The CEL environments of a definition's expressions.
@@ -43,9 +41,9 @@ type Compiled struct {
 	fixed         [][]field // per tools[i]
 	start         []field
 	sessionID     *expr.Program
-	sessionSchema *jsonschema.Schema
-	inputSchema   *jsonschema.Schema
-	outputSchema  *jsonschema.Schema
+	sessionSchema *mcpkit.Validator
+	inputSchema   *mcpkit.Validator
+	outputSchema  *mcpkit.Validator
 	expression    *expr.Program
 }
 
@@ -94,11 +92,7 @@ func Compile(def Definition) (*Compiled, error) {
 }
 
 func compileFields(env *expr.Env, path string, sources map[string]string) ([]field, error) {
-	names := make([]string, 0, len(sources))
-	for name := range sources {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(sources))
 	fields := make([]field, 0, len(names))
 	for _, name := range names {
 		if strings.TrimSpace(name) == "" {
@@ -161,39 +155,18 @@ func (c *Compiled) compileToolBlock() error {
 	return nil
 }
 
-// refuseLoader keeps a schema's $ref from reading files or the network.
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("a schema may not reference %s: only references inside the schema are allowed", url)
-}
-
-// compileSchema compiles a JSON Schema (2020-12 unless it says otherwise).
-// An input schema must be an object schema, as MCP lists tools.
-func compileSchema(path string, schema map[string]any, object bool) (*jsonschema.Schema, error) {
+// compileSchema compiles a JSON Schema (2020-12 unless it says otherwise);
+// a $ref outside the schema is refused. An input schema must be an object
+// schema, as MCP lists tools.
+func compileSchema(path string, schema map[string]any, object bool) (*mcpkit.Validator, error) {
 	if object {
 		if t, _ := schema["type"].(string); t != "object" {
 			return nil, badRequest(path, `the schema must have "type": "object"`)
 		}
 	}
-	raw, err := json.Marshal(schema)
+	compiled, err := mcpkit.Compile(schema)
 	if err != nil {
 		return nil, wrapped(CodeBadRequest, path, err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, wrapped(CodeBadRequest, path, err)
-	}
-	compiler := jsonschema.NewCompiler()
-	compiler.DefaultDraft(jsonschema.Draft2020)
-	compiler.UseLoader(refuseLoader{})
-	const location = "mem://schema.json"
-	if err := compiler.AddResource(location, doc); err != nil {
-		return nil, wrapped(CodeBadRequest, path, err)
-	}
-	compiled, err := compiler.Compile(location)
-	if err != nil {
-		return nil, badRequest(path, "not a valid JSON Schema: %v", err)
 	}
 	return compiled, nil
 }
@@ -217,14 +190,25 @@ func (c *Compiled) ValidateOutput(value any) error {
 	return validateAgainst(c.outputSchema, "output", value)
 }
 
-func validateAgainst(schema *jsonschema.Schema, what string, value any) error {
+func validateAgainst(schema *mcpkit.Validator, what string, value any) error {
 	if schema == nil {
 		return nil
 	}
 	if err := schema.Validate(value); err != nil {
-		return &Error{Code: CodeBadRequest, Path: what, Message: fmt.Sprintf("the %s does not match its schema: %v", what, err), Err: err}
+		err = schemaFailure(err)
+		return newError(CodeBadRequest, what, fmt.Sprintf("the %s does not match its schema: %v", what, err), err)
 	}
 	return nil
+}
+
+// schemaFailure is the validator's own report beneath mcpkit's sentence: an
+// action's records and tool errors carry it in full, every failing keyword
+// with its location, as they always have.
+func schemaFailure(err error) error {
+	if cause := errors.Unwrap(err); cause != nil {
+		return cause
+	}
+	return err
 }
 
 // Scope is what fixed input reads.
@@ -317,7 +301,7 @@ func (c *Compiled) SessionInput(ctx context.Context, request any) (map[string]an
 	}
 	if c.sessionSchema != nil {
 		if err := c.sessionSchema.Validate(input); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSessionInvalid, &Error{Code: CodeBadRequest, Path: "session.inputSchema", Message: err.Error(), Err: err})
+			return nil, fmt.Errorf("%w: %w", ErrSessionInvalid, wrapped(CodeBadRequest, "session.inputSchema", schemaFailure(err)))
 		}
 	}
 	return input, nil

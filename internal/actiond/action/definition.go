@@ -211,7 +211,7 @@ func Decode(data []byte) (Definition, error) {
 		return Definition{}, decodeError(err)
 	}
 	if _, err := decoder.Token(); !errors.Is(err, io.EOF) {
-		return Definition{}, &Error{Code: CodeBadRequest, Path: "input", Message: "the definition must be one JSON object"}
+		return Definition{}, badRequest("input", "the definition must be one JSON object")
 	}
 	return def, nil
 }
@@ -223,9 +223,9 @@ func decodeError(err error) error {
 		if path == "" {
 			path = "input"
 		}
-		return &Error{Code: CodeBadRequest, Path: path, Message: fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), Err: err}
+		return newError(CodeBadRequest, path, fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), err)
 	}
-	return &Error{Code: CodeBadRequest, Path: "input", Message: err.Error(), Err: err}
+	return wrapped(CodeBadRequest, "input", err)
 }
 
 // Update applies updateAction's input to the stored definition: each
@@ -235,7 +235,7 @@ func decodeError(err error) error {
 func Update(stored Definition, input []byte) (Definition, error) {
 	var patch map[string]json.RawMessage
 	if err := json.Unmarshal(input, &patch); err != nil {
-		return Definition{}, &Error{Code: CodeBadRequest, Path: "input", Message: "the input must be a JSON object", Err: err}
+		return Definition{}, newError(CodeBadRequest, "input", "the input must be a JSON object", err)
 	}
 	if _, err := Decode(input); err != nil {
 		return Definition{}, err

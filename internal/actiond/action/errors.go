@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Codes of a rejected definition write, for GraphQL's extensions.code.
@@ -17,12 +18,16 @@ const (
 // Error is a rejected definition, or a failed fixed-input or session
 // evaluation. Path names the field, such as "tools[3].input.requested_by".
 type Error struct {
-	Code    string
-	Path    string
-	Message string
-	Err     error
+	coded.Base
+	Path string
 }
 
+func newError(code, path, message string, cause error) *Error {
+	return &Error{Base: coded.Base{Code: code, Message: message, Err: cause}, Path: path}
+}
+
+// Error is the path, then the message; the cause stays out of it, since the
+// message already says what it said.
 func (e *Error) Error() string {
 	if e.Path == "" {
 		return e.Message
@@ -30,12 +35,10 @@ func (e *Error) Error() string {
 	return e.Path + ": " + e.Message
 }
 
-func (e *Error) Unwrap() error { return e.Err }
-
 func badRequest(path, format string, args ...any) *Error {
-	return &Error{Code: CodeBadRequest, Path: path, Message: fmt.Sprintf(format, args...)}
+	return newError(CodeBadRequest, path, fmt.Sprintf(format, args...), nil)
 }
 
 func wrapped(code, path string, err error) *Error {
-	return &Error{Code: code, Path: path, Message: err.Error(), Err: err}
+	return newError(code, path, err.Error(), err)
 }

@@ -1,7 +1,6 @@
 package action
 
 import (
-	"fmt"
 	"slices"
 	"unicode/utf8"
 )
@@ -133,11 +132,11 @@ func SplitIntent(arguments map[string]any, intent Intent) (string, map[string]an
 		if intent == IntentOptional {
 			return "", rest, nil
 		}
-		return "", nil, &Error{Code: CodeBadRequest, Path: IntentProperty, Message: "State your intent: pass intent, one sentence of 1 to 1,024 characters saying why you make this call."}
+		return "", nil, badRequest(IntentProperty, "State your intent: pass intent, one sentence of 1 to 1,024 characters saying why you make this call.")
 	}
 	stated, ok := raw.(string)
 	if !ok || stated == "" || utf8.RuneCountInString(stated) > IntentMaxLength {
-		return "", nil, &Error{Code: CodeBadRequest, Path: IntentProperty, Message: fmt.Sprintf("intent must be one sentence of 1 to %d characters saying why you make this call.", IntentMaxLength)}
+		return "", nil, badRequest(IntentProperty, "intent must be one sentence of 1 to %d characters saying why you make this call.", IntentMaxLength)
 	}
 	return stated, rest, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -172,11 +173,7 @@ func (v *validation) config() error {
 }
 
 func onlyKeys(config map[string]any, allowed ...string) error {
-	keys := make([]string, 0, len(config))
-	for key := range config {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(config))
 	for _, key := range keys {
 		if !slices.Contains(allowed, key) {
 			return badRequest("config."+key, "unknown config field %q: the config takes %s", key, strings.Join(allowed, ", "))
@@ -241,7 +238,7 @@ func (v *validation) policies() error {
 	err := policy.Validate(v.def.Policies)
 	var invalid *policy.InvalidError
 	if errors.As(err, &invalid) {
-		return &Error{Code: CodeBadRequest, Path: "policies" + invalid.Path(), Message: invalid.Message, Err: err}
+		return newError(CodeBadRequest, "policies"+invalid.Path(), invalid.Message, err)
 	}
 	return err
 }
@@ -323,11 +320,7 @@ func (v *validation) sessionCoversStart() error {
 	start := v.def.MCP.Session.Start.Input
 	fields, whole := v.compiled.sessionID.Fields("session", "input")
 	if !whole {
-		names := make([]string, 0, len(start))
-		for name := range start {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(start))
 		for _, name := range names {
 			if !slices.Contains(fields, name) {
 				return badRequest("session.id", "session.id does not read session.input.%s, a field of mcp.session.start.input: include every field in the id, or requests with different inputs share a session", name)
@@ -415,11 +408,7 @@ func fixedInputFits(path string, ref ToolRef, schema map[string]any) error {
 		return nil
 	}
 	properties, _ := schema[propertiesKeyword].(map[string]any)
-	names := make([]string, 0, len(ref.Input))
-	for name := range ref.Input {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(ref.Input))
 	for _, name := range names {
 		if _, ok := properties[name]; !ok {
 			return badRequest(path+".input."+name, "%s's input schema has no property %q and allows no others", ref.Name, name)
@@ -435,7 +424,7 @@ func (v *validation) reach(path, what, name string, version int) (Target, error)
 	if version > 0 {
 		at = fmt.Sprintf(" at version %d", version)
 	}
-	notFound := &Error{Code: CodeNotFound, Path: path + ".name", Message: fmt.Sprintf("no %s named %q%s that you can read", what, name, at)}
+	notFound := newError(CodeNotFound, path+".name", fmt.Sprintf("no %s named %q%s that you can read", what, name, at), nil)
 	target, err := v.resolver.Resolve(v.ctx, name, version)
 	if errors.Is(err, ErrNotFound) {
 		notFound.Err = err
@@ -453,7 +442,7 @@ func (v *validation) reach(path, what, name string, version int) (Target, error)
 		return Target{}, notFound
 	}
 	if err := v.writer.Check(v.ctx, policy.Request{Operation: policy.Invoke, Resource: ResourceAction, Document: document}); err != nil {
-		return Target{}, &Error{Code: CodeAccessDenied, Path: path + ".name", Message: fmt.Sprintf("you may not INVOKE %s %q, so you cannot reference it: %v", what, name, err), Err: err}
+		return Target{}, newError(CodeAccessDenied, path+".name", fmt.Sprintf("you may not INVOKE %s %q, so you cannot reference it: %v", what, name, err), err)
 	}
 	return target, nil
 }

@@ -114,25 +114,35 @@ func StartProcess(t testing.TB, binary string, opts store.Options, publicURL str
 		close(p.exited)
 	}()
 	t.Cleanup(p.Kill)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(url + "/healthcheck")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	exited := false
+	err := Poll(ctx, func() bool {
 		select {
 		case <-p.exited:
-			t.Fatalf("actiond exited at start:\n%s", p.stderr.String())
+			exited = true
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("actiond did not become healthy:\n%s", p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return healthy(url)
+	})
+	switch {
+	case exited:
+		t.Fatalf("actiond exited at start:\n%s", p.stderr.String())
+	case err != nil:
+		t.Fatalf("actiond did not become healthy:\n%s", p.stderr.String())
 	}
+	return p
+}
+
+// healthy says whether actiond at url answers its health check.
+func healthy(url string) bool {
+	resp, err := http.Get(url + "/healthcheck")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Kill sends SIGKILL and waits for the process to go.

@@ -219,10 +219,10 @@ func wantReason(t testing.TB, err error, reason Reason) {
 	if !errors.As(err, &refusal) {
 		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
 	}
-	if refusal.Reason != reason {
-		t.Fatalf("refused for %q (%v); want %q", refusal.Reason, err, reason)
+	if refusal.Reason() != reason {
+		t.Fatalf("refused for %q (%v); want %q", refusal.Reason(), err, reason)
 	}
-	if !errors.Is(err, &Error{Reason: reason}) {
+	if !errors.Is(err, sentinel(reason)) {
 		t.Fatalf("errors.Is does not match reason %q", reason)
 	}
 }

@@ -3,6 +3,8 @@ package auth
 import (
 	"errors"
 	"fmt"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Reason says in one word why a token was refused. It is meant for logs and
@@ -22,19 +24,21 @@ const (
 	ReasonKeysUnavailable Reason = "keys_unavailable" // the issuer's JWKS could not be fetched and no keys are known
 )
 
-// Error is a refused token. Reason is machine-readable; Detail is a sentence
-// for the operator reading the log. Neither is meant for the caller.
+// Error is a refused token. Its code is the Reason, machine-readable; its
+// message is a sentence for the operator reading the log. Neither is meant
+// for the caller.
 type Error struct {
-	Reason Reason
+	coded.Base
 	Issuer string // the token's issuer when known
-	Detail string
-	Err    error
 }
 
+// Reason is why the token was refused.
+func (e *Error) Reason() Reason { return Reason(e.Code) }
+
 func (e *Error) Error() string {
-	msg := "auth: token refused (" + string(e.Reason) + ")"
-	if e.Detail != "" {
-		msg += ": " + e.Detail
+	msg := "auth: token refused (" + e.Code + ")"
+	if e.Message != "" {
+		msg += ": " + e.Message
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -42,41 +46,37 @@ func (e *Error) Error() string {
 	return msg
 }
 
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches another *Error with the same Reason, so that
-// errors.Is(err, auth.ErrExpired) works.
-func (e *Error) Is(target error) bool {
-	var t *Error
-	if !errors.As(target, &t) {
-		return false
-	}
-	return t.Reason == e.Reason
-}
-
-// Sentinels for errors.Is, one per reason.
+// Sentinels for errors.Is, one per reason: a refusal matches the sentinel
+// of its reason.
 var (
-	ErrMissing         = &Error{Reason: ReasonMissing}
-	ErrMalformed       = &Error{Reason: ReasonMalformed}
-	ErrBadSignature    = &Error{Reason: ReasonBadSignature}
-	ErrUnknownKey      = &Error{Reason: ReasonUnknownKey}
-	ErrUnknownIssuer   = &Error{Reason: ReasonUnknownIssuer}
-	ErrExpired         = &Error{Reason: ReasonExpired}
-	ErrNotYetValid     = &Error{Reason: ReasonNotYetValid}
-	ErrWrongAudience   = &Error{Reason: ReasonWrongAudience}
-	ErrKeysUnavailable = &Error{Reason: ReasonKeysUnavailable}
+	ErrMissing         = sentinel(ReasonMissing)
+	ErrMalformed       = sentinel(ReasonMalformed)
+	ErrBadSignature    = sentinel(ReasonBadSignature)
+	ErrUnknownKey      = sentinel(ReasonUnknownKey)
+	ErrUnknownIssuer   = sentinel(ReasonUnknownIssuer)
+	ErrExpired         = sentinel(ReasonExpired)
+	ErrNotYetValid     = sentinel(ReasonNotYetValid)
+	ErrWrongAudience   = sentinel(ReasonWrongAudience)
+	ErrKeysUnavailable = sentinel(ReasonKeysUnavailable)
 )
+
+func sentinel(reason Reason) *Error { return &Error{Base: coded.Base{Code: string(reason)}} }
 
 // ReasonOf returns the reason of an auth error anywhere in err's chain, or ""
 // when err is not one.
 func ReasonOf(err error) Reason {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Reason
+		return e.Reason()
 	}
 	return ""
 }
 
 func refuse(reason Reason, format string, args ...any) *Error {
-	return &Error{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	return refuseFrom(reason, "", nil, format, args...)
+}
+
+// refuseFrom is a refused token whose issuer is known, or that has a cause.
+func refuseFrom(reason Reason, issuer string, cause error, format string, args ...any) *Error {
+	return &Error{Base: coded.Base{Code: string(reason), Message: fmt.Sprintf(format, args...), Err: cause}, Issuer: issuer}
 }

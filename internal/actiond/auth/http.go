@@ -27,8 +27,25 @@ func ResourceMetadataURL(publicURL, account, name string) string {
 	return trimURL(publicURL) + ProtectedResourcePrefix + mcpPath(account, name)
 }
 
+// mcpPrefix is where every MCP endpoint's path starts.
+const mcpPrefix = "/mcp/v1/"
+
 func mcpPath(account, name string) string {
-	return "/mcp/v1/" + url.PathEscape(account) + "/" + url.PathEscape(name)
+	return mcpPrefix + url.PathEscape(account) + "/" + url.PathEscape(name)
+}
+
+// ParseMCPPath splits an MCP endpoint's path, /mcp/v1/<account>/<name>; ok
+// is false for any other path.
+func ParseMCPPath(path string) (account, name string, ok bool) {
+	rest, found := strings.CutPrefix(path, mcpPrefix)
+	if !found {
+		return "", "", false
+	}
+	account, name, found = strings.Cut(rest, "/")
+	if !found || account == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", false
+	}
+	return account, name, true
 }
 
 // BearerToken returns the request's bearer token. The scheme is matched
@@ -146,15 +163,11 @@ func ProtectedResourceHandler(publicURL string, authorizationServers []string) h
 }
 
 func parseMetadataPath(path string) (account, name string, ok bool) {
-	rest, found := strings.CutPrefix(path, ProtectedResourcePrefix+"/mcp/v1/")
+	endpoint, found := strings.CutPrefix(path, ProtectedResourcePrefix)
 	if !found {
 		return "", "", false
 	}
-	account, name, found = strings.Cut(rest, "/")
-	if !found || account == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", false
-	}
-	return account, name, true
+	return ParseMCPPath(endpoint)
 }
 
 // writeJSON serves public metadata: cacheable briefly, readable by browser

@@ -13,7 +13,7 @@ import (
 	"github.com/incusspawn/isx/internal/clock"
 )
 
-// endpoint is a stand-in for mcpserve wired the way the report describes:
+// endpoint is a stand-in for the gateway wired the way the report describes:
 // bearer token, Verify for the MCP audience, 401 with the challenge, the
 // account check, and Protected Resource Metadata beside it.
 type endpoint struct {

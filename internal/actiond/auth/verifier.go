@@ -285,12 +285,10 @@ func (v *Verifier) Verify(ctx context.Context, token, audience string) (Identity
 // admit is the per-endpoint part of verification, run on cached entries too.
 func admit(entry *verified, audience string) (Identity, error) {
 	if !entry.issuer.accepts(audience) {
-		return Identity{}, &Error{Reason: ReasonUnknownIssuer, Issuer: entry.identity.Issuer,
-			Detail: fmt.Sprintf("issuer is not accepted at audience %q", audience)}
+		return Identity{}, refuseFrom(ReasonUnknownIssuer, entry.identity.Issuer, nil, "issuer is not accepted at audience %q", audience)
 	}
 	if !slices.Contains(entry.audiences, audience) {
-		return Identity{}, &Error{Reason: ReasonWrongAudience, Issuer: entry.identity.Issuer,
-			Detail: fmt.Sprintf("aud %q does not contain %q", entry.audiences, audience)}
+		return Identity{}, refuseFrom(ReasonWrongAudience, entry.identity.Issuer, nil, "aud %q does not contain %q", entry.audiences, audience)
 	}
 	return entry.identity, nil
 }
@@ -301,19 +299,19 @@ func (v *Verifier) verifyToken(ctx context.Context, token string, now time.Time)
 	if err != nil {
 		var unexpected *jose.ErrUnexpectedSignatureAlgorithm
 		if errors.As(err, &unexpected) {
-			return nil, &Error{Reason: ReasonBadSignature, Detail: "signature algorithm not accepted", Err: err}
+			return nil, refuseFrom(ReasonBadSignature, "", err, "signature algorithm not accepted")
 		}
-		return nil, &Error{Reason: ReasonMalformed, Detail: "not a compact JWS", Err: err}
+		return nil, refuseFrom(ReasonMalformed, "", err, "not a compact JWS")
 	}
 	header := signature.Signatures[0].Header
 	claims := map[string]any{}
 	if err := json.Unmarshal(signature.UnsafePayloadWithoutVerification(), &claims); err != nil {
-		return nil, &Error{Reason: ReasonMalformed, Detail: "payload is not a JSON object", Err: err}
+		return nil, refuseFrom(ReasonMalformed, "", err, "payload is not a JSON object")
 	}
 	issuerURL, _ := claims["iss"].(string)
 	iss, ok := v.issuers[issuerURL]
 	if !ok {
-		return nil, &Error{Reason: ReasonUnknownIssuer, Issuer: issuerURL, Detail: fmt.Sprintf("issuer %q is not configured", issuerURL)}
+		return nil, refuseFrom(ReasonUnknownIssuer, issuerURL, nil, "issuer %q is not configured", issuerURL)
 	}
 	if err := verifySignature(ctx, iss, signature, header); err != nil {
 		return nil, err
@@ -330,18 +328,17 @@ func verifySignature(ctx context.Context, iss *issuer, signature *jose.JSONWebSi
 	algorithm := jose.SignatureAlgorithm(header.Algorithm)
 	keys, err := iss.keys.lookup(ctx, header.KeyID, algorithm)
 	if err != nil && len(keys) == 0 {
-		return &Error{Reason: ReasonKeysUnavailable, Issuer: iss.config.Issuer, Detail: "cannot get the issuer's keys", Err: err}
+		return refuseFrom(ReasonKeysUnavailable, iss.config.Issuer, err, "cannot get the issuer's keys")
 	}
 	if len(keys) == 0 {
-		return &Error{Reason: ReasonUnknownKey, Issuer: iss.config.Issuer,
-			Detail: fmt.Sprintf("no %s key with kid %q", algorithm, header.KeyID)}
+		return refuseFrom(ReasonUnknownKey, iss.config.Issuer, nil, "no %s key with kid %q", algorithm, header.KeyID)
 	}
 	for _, k := range keys {
 		if _, err := signature.Verify(k.key); err == nil {
 			return nil
 		}
 	}
-	return &Error{Reason: ReasonBadSignature, Issuer: iss.config.Issuer, Detail: fmt.Sprintf("signature does not verify with kid %q", header.KeyID)}
+	return refuseFrom(ReasonBadSignature, iss.config.Issuer, nil, "signature does not verify with kid %q", header.KeyID)
 }
 
 // checkClaims applies the time checks and reads the identity. exp is

@@ -5,6 +5,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Call is one tool call beneath a request, as the endpoint hands it over.
@@ -40,10 +41,19 @@ type Outcome struct {
 // Failure is a call error the external agent sees as a tool result with
 // isError: a code, a message and a hint; Detail stays in the record.
 type Failure struct {
-	Code    string
-	Message string
-	Hint    string
-	Detail  any
+	coded.Base
+	Detail any
+}
+
+// NewFailure is a failure without detail.
+func NewFailure(code, message, hint string) *Failure {
+	return &Failure{Base: coded.Base{Code: code, Message: message, Hint: hint}}
+}
+
+// WithDetail sets the detail the record keeps and returns the failure.
+func (f *Failure) WithDetail(detail any) *Failure {
+	f.Detail = detail
+	return f
 }
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }

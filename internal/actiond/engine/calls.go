@@ -1,8 +1,10 @@
-// Package calls runs tool calls beneath an MCP request: actions of kind cel,
-// graphql and tool (Starlark), and the native graphql and cel tools. Each
+// Package engine runs tool calls beneath an MCP request: actions of kind
+// cel, graphql and tool (Starlark), and the native tools (native.go). Each
 // call is recorded as a child execution with its effective input, its output
 // or error, and the rows it wrote (or would have written, in a preview), and
-// runs under the request's policy layers narrowed by the tool's own.
+// runs under the request's policy layers narrowed by the tool's own. It owns
+// what a call is and what it answers (call.go); the MCP endpoint hands calls
+// over and renders what they answer, and this package never imports it.
 package engine
 
 import (
@@ -12,32 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
-	"github.com/incusspawn/isx/internal/actiond/expr"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
 )
-
-// GraphQL runs an operation against the platform's API inside a unit of
-// work, under policy layers.
-type GraphQL interface {
-	Execute(ctx context.Context, op Operation) (data any, err error)
-}
-
-// Operation is one GraphQL operation a call runs.
-type Operation struct {
-	Account       string
-	Work          *store.Work
-	Layers        []policy.Layer
-	Claims        map[string]any
-	Principal     string
-	Query         string
-	Variables     map[string]any
-	OperationName string
-}
 
 // Registry resolves the actions a tool's own references name.
 type Registry interface {
@@ -56,8 +38,6 @@ type Runner struct {
 	Clock    clock.Clock
 	// Random feeds uuid.New() in the native cel tool.
 	Random io.Reader
-
-	natives sync.Map // native tool name → *action.Compiled input schema
 }
 
 // Call runs one tools/call beneath a request.
@@ -114,8 +94,8 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 	output, failure := env.run(callCtx)
 	if failure == nil && t.compiled != nil {
 		if err := t.compiled.ValidateOutput(output); err != nil {
-			failure = &Failure{Code: CodeOutputInvalid, Message: "The tool answered with output that does not match its output schema.",
-				Hint: "Ask the tool's owner to fix the tool or its outputSchema.", Detail: err.Error()}
+			failure = NewFailure(CodeOutputInvalid, "The tool answered with output that does not match its output schema.",
+				"Ask the tool's owner to fix the tool or its outputSchema.").WithDetail(err.Error())
 		}
 	}
 	if failure == nil && callCtx.Err() != nil && ctx.Err() == nil {
@@ -147,9 +127,9 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 }
 
 func timeoutFailure(t target) *Failure {
-	return &Failure{Code: CodeTimeout, Message: "The tool passed its own response timeout.",
-		Hint:   "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.",
-		Detail: map[string]any{"responseTimeoutSeconds": int(t.action.Definition.ResponseTimeout().Seconds())}}
+	return NewFailure(CodeTimeout, "The tool passed its own response timeout.",
+		"Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.").
+		WithDetail(map[string]any{"responseTimeoutSeconds": int(t.action.Definition.ResponseTimeout().Seconds())})
 }
 
 func (q *request) execution(t target, input map[string]any, parent string) *store.Execution {
@@ -195,54 +175,31 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 	t := e.target
 	if t.compiled != nil {
 		if err := t.compiled.ValidateInput(e.input); err != nil {
-			return nil, &Failure{Code: CodeInputInvalid, Message: inputMessage(err),
-				Hint: "Call the tool with arguments that match its inputSchema (see tools/list)."}
+			return nil, inputInvalid(err)
 		}
 	}
 	if t.action.Native {
-		if err := e.request.runner.validateNative(t.action.Definition.Name, e.input); err != nil {
-			return nil, &Failure{Code: CodeInputInvalid, Message: inputMessage(err),
-				Hint: "Call the tool with arguments that match its inputSchema (see tools/list)."}
+		n, ok := natives[t.action.Definition.Name]
+		if !ok {
+			return nil, NewFailure(CodeToolNotDeclared, "This native tool is not available on this server.", "")
 		}
-		switch t.action.Definition.Name {
-		case action.NativeCEL:
-			return e.nativeCEL(ctx, e.input)
-		case action.NativeGraphQL:
-			return e.nativeGraphQL(ctx, e.input)
-		}
-		return nil, &Failure{Code: CodeToolNotDeclared, Message: "This native tool is not available on this server."}
+		return n.run(e, ctx, e.input)
 	}
 	switch t.action.Definition.Kind {
 	case action.KindCEL:
-		value, err := t.compiled.Expression().Eval(ctx, map[string]any{"event": map[string]any{"data": e.input}})
-		if err != nil {
-			return nil, celFailure(err)
-		}
-		return value, nil
+		return e.celAction(ctx)
 	case action.KindGraphQL:
 		return e.graphQLAction(ctx)
 	case action.KindTool:
 		return e.starlark(ctx)
 	}
-	return nil, &Failure{Code: CodeNotRunnable, Message: fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind)}
+	return nil, NewFailure(CodeNotRunnable, fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind), "")
 }
 
-// validateNative checks a native tool's input against the schema the
-// server lists for it, compiled once per runner.
-func (r *Runner) validateNative(name string, input map[string]any) error {
-	compiled, ok := r.natives.Load(name)
-	if !ok {
-		described, found := Lookup(name)
-		if !found {
-			return nil
-		}
-		c, err := action.Compile(action.Definition{Name: name, Kind: action.KindTool, Tool: &action.ToolBlock{InputSchema: described.InputSchema}})
-		if err != nil {
-			return err
-		}
-		compiled, _ = r.natives.LoadOrStore(name, c)
-	}
-	return compiled.(*action.Compiled).ValidateInput(input)
+// inputInvalid is a call refused because its input does not match the
+// tool's inputSchema.
+func inputInvalid(err error) *Failure {
+	return NewFailure(CodeInputInvalid, inputMessage(err), "Call the tool with arguments that match its inputSchema (see tools/list).")
 }
 
 func inputMessage(err error) string {
@@ -251,82 +208,6 @@ func inputMessage(err error) string {
 		return aerr.Message
 	}
 	return err.Error()
-}
-
-func celFailure(err error) *Failure {
-	var cerr *expr.Error
-	message := err.Error()
-	if errors.As(err, &cerr) {
-		message = cerr.Error()
-	}
-	return &Failure{Code: CodeCELEvaluation, Message: message, Hint: "Fix the expression or the values it reads."}
-}
-
-func (e *callEnv) nativeCEL(ctx context.Context, input map[string]any) (any, *Failure) {
-	expression, _ := input["expression"].(string)
-	variables, _ := input["variables"].(map[string]any)
-	value, err := e.request.runner.evalCEL(ctx, expression, variables)
-	if err != nil {
-		return nil, celFailure(err)
-	}
-	return map[string]any{"value": value}, nil
-}
-
-// evalCEL evaluates an expression in the environment of the native cel tool,
-// which has the clock and randomness functions.
-func (r *Runner) evalCEL(ctx context.Context, expression string, variables map[string]any) (any, error) {
-	names := make([]string, 0, len(variables))
-	for name := range variables {
-		names = append(names, name)
-	}
-	env, err := expr.NewEnv(expr.Variables(names...), expr.Impure(r.Clock, r.Random))
-	if err != nil {
-		return nil, err
-	}
-	program, err := env.Compile(expression)
-	if err != nil {
-		return nil, err
-	}
-	return program.Eval(ctx, variables)
-}
-
-func (e *callEnv) nativeGraphQL(ctx context.Context, input map[string]any) (any, *Failure) {
-	query, _ := input["query"].(string)
-	variables, _ := input["variables"].(map[string]any)
-	operation, _ := input["operationName"].(string)
-	data, failure := e.graphQL(ctx, query, variables, operation)
-	if failure != nil {
-		return nil, failure
-	}
-	return map[string]any{"data": data}, nil
-}
-
-func (e *callEnv) graphQLAction(ctx context.Context) (any, *Failure) {
-	config := e.target.action.Definition.Config
-	document, _ := config["document"].(string)
-	operation, _ := config["operationName"].(string)
-	variables := map[string]any{}
-	if fixed, ok := config["variables"].(map[string]any); ok {
-		for k, v := range fixed {
-			variables[k] = v
-		}
-	}
-	for k, v := range e.input {
-		variables[k] = v
-	}
-	return e.graphQL(ctx, document, variables, operation)
-}
-
-func (e *callEnv) graphQL(ctx context.Context, query string, variables map[string]any, operation string) (any, *Failure) {
-	c := e.request.call
-	data, err := e.request.runner.GraphQL.Execute(ctx, Operation{
-		Account: c.Account, Work: e.work, Layers: e.layers, Claims: c.Who.Claims, Principal: c.Who.Principal,
-		Query: query, Variables: variables, OperationName: operation,
-	})
-	if err != nil {
-		return nil, asFailure(err)
-	}
-	return data, nil
 }
 
 // Failing is an error that carries a tool failure's code, message and hint.
@@ -342,7 +223,7 @@ func asFailure(err error) *Failure {
 	}
 	var denied *policy.Denied
 	if errors.As(err, &denied) {
-		return &Failure{Code: denied.Code(), Message: denied.Error(), Hint: denied.Hint(), Detail: denied.Detail()}
+		return NewFailure(denied.ErrorCode(), denied.Error(), denied.Hint()).WithDetail(denied.Detail())
 	}
-	return &Failure{Code: CodeFailure, Message: err.Error()}
+	return NewFailure(CodeFailure, err.Error(), "")
 }

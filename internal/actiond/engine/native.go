@@ -1,64 +1,86 @@
-// Package native describes the native tools an MCP server can list without a
-// registry action: their descriptions and input and output schemas. The
-// runner executes them; the endpoint lists them.
 package engine
 
-import "github.com/incusspawn/isx/internal/actiond/action"
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
 
-// Tool describes one native tool.
-type Tool struct {
-	Name         string
-	Description  string
-	InputSchema  map[string]any
-	OutputSchema map[string]any
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/mcpkit"
+)
+
+// Native tools are the platform's own, listed by reference without a
+// registry action. Each is defined from Go types with mcpkit.NewTool in the
+// file of its family, beside the code that runs it: graphql.go and cel.go.
+// The natives a later issue runs go the same way, each into a file of its
+// own: program into program.go, invoke into invoke.go, get_task and
+// cancel_task into tasks.go; until then they are not found here, so a server
+// listing one leaves it out.
+
+// NativeTool is what a server's listing reads of a native tool;
+// *mcpkit.Tool is one.
+type NativeTool interface {
+	Name() string
+	Description() string
+	// InputSchema and OutputSchema are the schemas derived from the tool's
+	// types; callers must not change them.
+	InputSchema() *jsonschema.Schema
+	OutputSchema() *jsonschema.Schema
+	Listing() *mcp.Tool
+	// CheckResult validates a structured result against OutputSchema.
+	CheckResult(out any) error
 }
 
-var tools = map[string]Tool{
-	action.NativeGraphQL: {
-		Name: action.NativeGraphQL,
-		Description: "Runs one GraphQL operation against the platform's API as you, bounded by this server's policies. " +
-			"Pass query (the document), and variables and operationName when the document needs them. " +
-			"Answers with the operation's data; an error is a tool error naming what was denied or wrong.",
-		InputSchema: object(map[string]any{
-			"query":         map[string]any{"type": "string", "minLength": 1, "description": "The GraphQL document."},
-			"variables":     map[string]any{"type": "object", "description": "Values for the document's variables."},
-			"operationName": map[string]any{"type": "string", "description": "Which operation of the document to run."},
-		}, "query"),
-		OutputSchema: object(map[string]any{
-			"data": map[string]any{"description": "The operation's data."},
-		}, "data"),
-	},
-	action.NativeCEL: {
-		Name: action.NativeCEL,
-		Description: "Evaluates one CEL expression. The platform's functions are available (decimal, money, date, uuid, timestamp, " +
-			"duration, strings), and so are uuid.New() and time.Now(). Pass expression, and variables: an object whose keys " +
-			"become variables of the expression. Answers with value.",
-		InputSchema: object(map[string]any{
-			"expression": map[string]any{"type": "string", "minLength": 1, "description": "The CEL expression."},
-			"variables":  map[string]any{"type": "object", "description": "Variables the expression reads, by name."},
-		}, "expression"),
-		OutputSchema: object(map[string]any{
-			"value": map[string]any{"description": "The expression's value."},
-		}, "value"),
-	},
+// native is a native tool and how a call of it runs: run validates and
+// decodes the input through the tool, then does the work.
+type native struct {
+	tool NativeTool
+	run  func(e *callEnv, ctx context.Context, input map[string]any) (any, *Failure)
 }
 
-// Lookup describes a native tool the endpoint can run. A native this issue
-// does not run yet (program, invoke, get_task, cancel_task) is not found, so
-// a server listing it leaves it out.
-func Lookup(name string) (Tool, bool) {
-	t, ok := tools[name]
-	return t, ok
+var natives = map[string]native{
+	graphQLTool.Name(): {tool: graphQLTool, run: (*callEnv).nativeGraphQL},
+	celTool.Name():     {tool: celTool, run: (*callEnv).nativeCEL},
 }
 
-func object(properties map[string]any, required ...string) map[string]any {
-	schema := map[string]any{"type": "object", "properties": properties, "additionalProperties": false}
-	if len(required) > 0 {
-		list := make([]any, len(required))
-		for i, r := range required {
-			list[i] = r
-		}
-		schema["required"] = list
+// Native describes a native tool the engine runs.
+func Native(name string) (NativeTool, bool) {
+	n, ok := natives[name]
+	return n.tool, ok
+}
+
+// Natives lists every native tool the engine runs, by name.
+func Natives() []NativeTool {
+	tools := make([]NativeTool, 0, len(natives))
+	for _, n := range natives {
+		tools = append(tools, n.tool)
 	}
-	return schema
+	slices.SortFunc(tools, func(a, b NativeTool) int { return strings.Compare(a.Name(), b.Name()) })
+	return tools
+}
+
+// jsonObject is the schema of a map[string]any argument: any JSON object.
+// Without it the derived schema would add additionalProperties: true, which
+// says nothing more and would change what servers have always listed.
+var jsonObject = mcpkit.TypeSchema{Type: reflect.TypeFor[map[string]any](), Schema: &jsonschema.Schema{Type: "object"}}
+
+// decode validates a native tool's input against the schema it lists and
+// decodes it.
+func decode[In, Out any](tool *mcpkit.Tool[In, Out], input map[string]any) (In, *Failure) {
+	args, err := tool.DecodeValue(input)
+	if err != nil {
+		return args, inputInvalid(err)
+	}
+	return args, nil
+}
+
+// variables are the variables of a graphql or cel call as the caller gave
+// them. The decoded arguments hold them too, but through a JSON round trip,
+// which turns a script's integers into floats.
+func variables(input map[string]any) map[string]any {
+	vars, _ := input["variables"].(map[string]any)
+	return vars
 }

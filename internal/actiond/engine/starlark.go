@@ -7,6 +7,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/starlark"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // starlark runs a Starlark tool: run(event) with event["data"] the input.
@@ -17,13 +18,13 @@ func (e *callEnv) starlark(ctx context.Context) (any, *Failure) {
 	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{env: e, event: event}, starlark.Limits{})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, &Failure{Code: CodeTimeout, Message: "The tool stopped at its deadline."}
+			return nil, NewFailure(CodeTimeout, "The tool stopped at its deadline.", "")
 		}
 		var serr *starlark.Error
 		if errors.As(err, &serr) {
-			return nil, &Failure{Code: serr.Code, Message: serr.Message, Hint: serr.Hint, Detail: detail(serr.Err)}
+			return nil, NewFailure(serr.Code, serr.Message, serr.Hint).WithDetail(detail(serr.Err))
 		}
-		return nil, &Failure{Code: CodeFailure, Message: "The tool failed.", Detail: err.Error()}
+		return nil, NewFailure(CodeFailure, "The tool failed.", "").WithDetail(err.Error())
 	}
 	return value, nil
 }
@@ -69,7 +70,7 @@ func (h *host) HasNative(name string) bool {
 func (h *host) CallTool(ctx context.Context, name string, input any) (any, error) {
 	index, ok := h.reference(name)
 	if !ok {
-		return nil, &starlark.Error{Code: starlark.CodeToolNotDeclared, Message: "The tool does not declare " + name + "."}
+		return nil, &starlark.Error{Base: coded.Base{Code: starlark.CodeToolNotDeclared, Message: "The tool does not declare " + name + "."}}
 	}
 	ref := h.env.target.action.Definition.Tools[index]
 	version := 0
@@ -79,7 +80,7 @@ func (h *host) CallTool(ctx context.Context, name string, input any) (any, error
 	r := h.env.request.runner
 	resolved, err := action.ResolveTool(ctx, r.Registry.Resolver(h.env.request.call.Account), ref.Name, version)
 	if err != nil || resolved.Deleted || !resolved.Enabled || !action.Callable(resolved) {
-		return nil, &starlark.Error{Code: starlark.CodeToolNotDeclared, Message: "The tool " + name + " cannot be called now: it is missing, disabled or deleted."}
+		return nil, &starlark.Error{Base: coded.Base{Code: starlark.CodeToolNotDeclared, Message: "The tool " + name + " cannot be called now: it is missing, disabled or deleted."}}
 	}
 	compiled, err := r.Compiled.Get(resolved.ID, resolved.Version, resolved.Definition)
 	if err != nil {
@@ -87,16 +88,16 @@ func (h *host) CallTool(ctx context.Context, name string, input any) (any, error
 	}
 	arguments, err := toObject(input)
 	if err != nil {
-		return nil, &starlark.Error{Code: starlark.CodeInputInvalid, Message: "tools." + name + " takes an object: " + err.Error()}
+		return nil, &starlark.Error{Base: coded.Base{Code: starlark.CodeInputInvalid, Message: "tools." + name + " takes an object: " + err.Error()}}
 	}
 	effective, err := h.env.target.compiled.ApplyFixedInput(ctx, index, action.Scope{Event: h.event}, arguments)
 	if err != nil {
-		return nil, &starlark.Error{Code: CodeCELEvaluation, Message: "The fixed input for " + name + " could not be evaluated.", Err: err}
+		return nil, &starlark.Error{Base: coded.Base{Code: CodeCELEvaluation, Message: "The fixed input for " + name + " could not be evaluated.", Err: err}}
 	}
 	out := h.env.request.run(ctx, target{action: resolved, compiled: compiled}, effective, h.env.id, h.env.work, h.env.layers)
 	h.env.recorded = append(h.env.recorded, out.recorded...)
 	if out.failure != nil {
-		return nil, &starlark.Error{Code: out.failure.Code, Message: out.failure.Message, Hint: out.failure.Hint}
+		return nil, out.failure.scriptError()
 	}
 	return out.output, nil
 }
@@ -104,7 +105,7 @@ func (h *host) CallTool(ctx context.Context, name string, input any) (any, error
 func (h *host) GraphQL(ctx context.Context, req starlark.GraphQLRequest) (any, error) {
 	out := h.native(ctx, action.NativeGraphQL, map[string]any{"query": req.Document, "variables": orEmpty(req.Variables), "operationName": req.OperationName})
 	if out.failure != nil {
-		return nil, &starlark.Error{Code: out.failure.Code, Message: out.failure.Message, Hint: out.failure.Hint}
+		return nil, out.failure.scriptError()
 	}
 	data, _ := out.output.(map[string]any)
 	return data["data"], nil
@@ -113,7 +114,7 @@ func (h *host) GraphQL(ctx context.Context, req starlark.GraphQLRequest) (any, e
 func (h *host) CEL(ctx context.Context, expression string, vars map[string]any) (any, error) {
 	out := h.native(ctx, action.NativeCEL, map[string]any{"expression": expression, "variables": orEmpty(vars)})
 	if out.failure != nil {
-		return nil, &starlark.Error{Code: out.failure.Code, Message: out.failure.Message, Hint: out.failure.Hint}
+		return nil, out.failure.scriptError()
 	}
 	value, _ := out.output.(map[string]any)
 	return value["value"], nil
@@ -125,6 +126,12 @@ func (h *host) native(ctx context.Context, name string, input map[string]any) re
 	out := h.env.request.run(ctx, t, input, h.env.id, h.env.work, h.env.layers)
 	h.env.recorded = append(h.env.recorded, out.recorded...)
 	return out
+}
+
+// scriptError is a call's failure as the script sees it: the tool error
+// check=False hands over, or that ends the script with the tool's code.
+func (f *Failure) scriptError() *starlark.Error {
+	return &starlark.Error{Base: coded.Base{Code: f.Code, Message: f.Message, Hint: f.Hint}}
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -22,6 +22,7 @@ import (
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // CodeEvaluation is the machine-readable code of every error this package
@@ -147,7 +148,7 @@ func (e *Env) Compile(src string) (*Program, error) {
 	}
 	program, err := e.cel.Program(ast, options...)
 	if err != nil {
-		return nil, &Error{Expression: src, Stage: StageCompile, Message: err.Error(), Err: err}
+		return nil, newError(src, StageCompile, err.Error(), err)
 	}
 	return &Program{source: src, ast: ast, program: program, loops: loops}, nil
 }
@@ -201,14 +202,9 @@ func (e *Env) compileError(src string, issues *cel.Issues) error {
 	if len(all) > 1 {
 		message += fmt.Sprintf(" (and %d more problems)", len(all)-1)
 	}
-	return &Error{
-		Expression: src,
-		Stage:      StageCompile,
-		Line:       first.Location.Line(),
-		Column:     first.Location.Column() + 1,
-		Message:    message,
-		Err:        issues.Err(),
-	}
+	failed := newError(src, StageCompile, message, issues.Err())
+	failed.Line, failed.Column = first.Location.Line(), first.Location.Column()+1
+	return failed
 }
 
 // Program is a compiled expression. It is immutable and safe for concurrent
@@ -303,7 +299,7 @@ func (p *Program) evalValue(ctx context.Context, vars map[string]any) (ref.Val, 
 var ErrCostLimit = errors.New("cost limit exceeded")
 
 func (p *Program) evalError(err error, node int64) *Error {
-	e := &Error{Expression: p.source, Stage: StageEvaluate, Message: err.Error(), Err: err}
+	e := newError(p.source, StageEvaluate, err.Error(), err)
 	if node != 0 {
 		location := p.ast.NativeRep().SourceInfo().GetStartLocation(node)
 		if location != common.NoLocation {
@@ -319,18 +315,19 @@ const (
 	StageEvaluate = "evaluate"
 )
 
-// Error is a CEL expression that failed to compile or to evaluate.
+// Error is a CEL expression that failed to compile or to evaluate. Its
+// code is always CodeEvaluation; Message is what CEL said.
 type Error struct {
+	coded.Base
 	Expression string
 	Stage      string // StageCompile or StageEvaluate
 	// Line and Column are 1-based; 0 when the position is unknown.
 	Line, Column int
-	Message      string
-	Err          error
 }
 
-// Code is CodeEvaluation.
-func (e *Error) Code() string { return CodeEvaluation }
+func newError(src, stage, message string, cause error) *Error {
+	return &Error{Base: coded.Base{Code: CodeEvaluation, Message: message, Err: cause}, Expression: src, Stage: stage}
+}
 
 func (e *Error) Error() string {
 	where := ""
@@ -343,8 +340,6 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("CEL expression %s %s%s: %s", quoteExpression(e.Expression), verb, where, e.Message)
 }
-
-func (e *Error) Unwrap() error { return e.Err }
 
 func quoteExpression(src string) string {
 	const limit = 200

@@ -132,8 +132,8 @@ func TestEvaluationErrors(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("want *expr.Error, got %v", err)
 			}
-			if e.Code() != "CEL_EVALUATION_ERROR" || e.Stage != expr.StageEvaluate {
-				t.Fatalf("code %s stage %s", e.Code(), e.Stage)
+			if e.Code != "CEL_EVALUATION_ERROR" || e.Stage != expr.StageEvaluate {
+				t.Fatalf("code %s stage %s", e.Code, e.Stage)
 			}
 			if !strings.Contains(e.Error(), c.message) || !strings.Contains(e.Error(), c.src[:5]) {
 				t.Fatalf("message %q lacks %q or the expression", e.Error(), c.message)
@@ -167,8 +167,8 @@ func TestCompileErrors_ACT027(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("want *expr.Error, got %v", err)
 			}
-			if e.Stage != expr.StageCompile || e.Code() != expr.CodeEvaluation {
-				t.Fatalf("stage %s code %s", e.Stage, e.Code())
+			if e.Stage != expr.StageCompile || e.Code != expr.CodeEvaluation {
+				t.Fatalf("stage %s code %s", e.Stage, e.Code)
 			}
 			if !strings.Contains(e.Error(), c.message) {
 				t.Fatalf("message %q lacks %q", e.Error(), c.message)
@@ -296,7 +296,7 @@ func TestCostLimitAndCancellation(t *testing.T) {
 		t.Fatalf("want the cost limit error, got %v", err)
 	}
 	var e *expr.Error
-	if !errors.As(err, &e) || e.Code() != expr.CodeEvaluation {
+	if !errors.As(err, &e) || e.Code != expr.CodeEvaluation {
 		t.Fatalf("want a CEL_EVALUATION_ERROR, got %v", err)
 	}
 

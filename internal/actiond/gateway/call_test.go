@@ -117,6 +117,38 @@ func TestCallFailuresAreToolErrors(t *testing.T) {
 	})
 }
 
+// ACT-124, ACT-126: a tool error reads as its message, then "Hint: " and
+// its hint when it has one; its _meta com.twisp/error holds exactly its
+// code, message and hint, the hint empty when there is none.
+func TestToolErrorRendering(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "rendering", Policies: at.Everything(), Tools: []map[string]any{at.Ref("graphql")}}.Input())
+		s := env.Connect("rendering", env.Token(principal, "alice"), rev)
+		cases := []struct {
+			args                map[string]any
+			code, message, hint string
+		}{
+			{map[string]any{"query": "{ __typename }"}, "intent_required",
+				"State your intent: pass intent, one sentence of 1 to 1,024 characters saying why you make this call.",
+				"Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again."},
+			{map[string]any{"query": "{ nothing }", "intent": "Ask for a field that does not exist."}, "GRAPHQL_VALIDATION_FAILED",
+				`Cannot query field "nothing" on type "Query".`, ""},
+		}
+		for _, c := range cases {
+			res := callTool(t, s, "graphql", c.args)
+			wantText := c.message
+			if c.hint != "" {
+				wantText += "\nHint: " + c.hint
+			}
+			wantMeta := map[string]any{"code": c.code, "message": c.message, "hint": c.hint}
+			if !res.IsError || text(res) != wantText || !jsonEqual(res.Meta["com.twisp/error"], wantMeta) || res.StructuredContent != nil {
+				t.Errorf("%s: isError %v, text %q, _meta %s; want text %q and _meta %s", c.code, res.IsError, text(res),
+					asJSON(res.Meta["com.twisp/error"]), wantText, asJSON(wantMeta))
+			}
+		}
+	})
+}
+
 // ACT-058, ACT-125, ACT-127..132, ACT-301, ACT-072: a policy denial is a tool
 // error naming the operation, the resource and the denying layer with a
 // hint, never the principal's identifier, a policy index or action IDs; the

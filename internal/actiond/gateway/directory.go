@@ -11,6 +11,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Registry reads the committed actions and principals of an account.
@@ -204,13 +205,13 @@ func (d *directory) tools(ctx context.Context, resolver action.Resolver, server 
 		}
 		switch {
 		case seen[tool.Name]:
-			tool.Unavailable = &engine.Failure{Code: errToolUnavailable,
-				Message: "This tool's current version has the name of another tool of this server, so the server cannot offer it.",
-				Hint:    "Ask the server's owner to pin a version of the tool in the server's reference, or to rename it."}
+			tool.Unavailable = engine.NewFailure(errToolUnavailable,
+				"This tool's current version has the name of another tool of this server, so the server cannot offer it.",
+				"Ask the server's owner to pin a version of the tool in the server's reference, or to rename it.")
 		case !target.Native && intent != action.IntentNone && action.DeclaresIntent(action.InputSchema(target)):
-			tool.Unavailable = &engine.Failure{Code: errToolUnavailable,
-				Message: "This tool's current version declares its own intent property, which clashes with this server's stated intent.",
-				Hint:    "Ask the server's owner to pin a version of the tool in the server's reference, or to rename the tool's intent property."}
+			tool.Unavailable = engine.NewFailure(errToolUnavailable,
+				"This tool's current version declares its own intent property, which clashes with this server's stated intent.",
+				"Ask the server's owner to pin a version of the tool in the server's reference, or to rename the tool's intent property.")
 		}
 		seen[tool.Name] = true
 		tools = append(tools, tool)
@@ -222,11 +223,12 @@ func (d *directory) tool(ctx context.Context, resolver action.Resolver, server a
 	tool := &Tool{Name: action.VisibleName(target), Ref: index, Target: target}
 	var schema map[string]any
 	if target.Native {
-		described, ok := engine.Lookup(target.Definition.Name)
+		native, ok := engine.Native(target.Definition.Name)
 		if !ok {
 			return nil, nil // a native tool a later issue adds
 		}
-		tool.Description, schema, tool.OutputSchema = described.Description, described.InputSchema, described.OutputSchema
+		tool.Description = native.Description()
+		schema, tool.OutputSchema = mcpkit.SchemaMap(native.InputSchema()), mcpkit.SchemaMap(native.OutputSchema())
 	} else {
 		compiled, err := d.compiled.Get(target.ID, target.Version, target.Definition)
 		if err != nil {

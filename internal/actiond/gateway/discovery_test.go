@@ -123,17 +123,6 @@ func TestToolsListInReferenceOrder(t *testing.T) {
 	})
 }
 
-func anyStrings(v any) []string {
-	var out []string
-	list, _ := v.([]any)
-	for _, item := range list {
-		if s, ok := item.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 type annotation struct {
 	readOnly    bool
 	destructive string // "false" or "" (omitted)

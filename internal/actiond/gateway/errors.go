@@ -3,10 +3,13 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/actiond/engine"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // JSON-RPC error codes the endpoint answers with.
@@ -89,40 +92,39 @@ var hints = map[string]string{
 	errTooLarge:          "Send a smaller request.",
 }
 
-// rpcError is a JSON-RPC error with the platform's code in data.
+// rpcError is a JSON-RPC error with the platform's code in data. Its coded
+// part is the platform's: Code is the identifier sent as error.data.code,
+// Message and Hint its fixed sentences.
 type rpcError struct {
-	Code    int64
-	Name    string
+	coded.Base
+	// RPC is the JSON-RPC error code.
+	RPC     int64
 	Status  int
 	Data    map[string]any
 	Headers map[string]string
 }
 
-func newError(code int64, name string, status int, data map[string]any) *rpcError {
+func newError(rpc int64, code string, status int, data map[string]any) *rpcError {
 	if data == nil {
 		data = map[string]any{}
 	}
-	data["code"] = name
-	if h, ok := hints[name]; ok {
-		data["hint"] = h
+	message, ok := messages[code]
+	if !ok {
+		message = messages[errInternal]
 	}
-	return &rpcError{Code: code, Name: name, Status: status, Data: data}
-}
-
-func (e *rpcError) Error() string { return e.message() }
-
-func (e *rpcError) message() string {
-	if m, ok := messages[e.Name]; ok {
-		return m
+	hint := hints[code]
+	data["code"] = code
+	if hint != "" {
+		data["hint"] = hint
 	}
-	return messages[errInternal]
+	return &rpcError{Base: coded.Base{Code: code, Message: message, Hint: hint}, RPC: rpc, Status: status, Data: data}
 }
 
 // jsonrpc turns the error into the SDK's wire type, for returning from a
 // method handler.
 func (e *rpcError) jsonrpc() *jsonrpc.Error {
 	data, _ := json.Marshal(e.Data)
-	return &jsonrpc.Error{Code: e.Code, Message: e.message(), Data: data}
+	return &jsonrpc.Error{Code: e.RPC, Message: e.Message, Data: data}
 }
 
 // write sends the error as a whole HTTP response.
@@ -147,26 +149,37 @@ func errorBody(id json.RawMessage, e *rpcError) []byte {
 
 // wire is the error object as it is sent.
 func (e *rpcError) wire() map[string]any {
-	return map[string]any{"code": e.Code, "message": e.message(), "data": e.Data}
+	return map[string]any{"code": e.RPC, "message": e.Message, "data": e.Data}
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
+// recorded is the error as the request's execution keeps it.
+func (e *rpcError) recorded() json.RawMessage {
+	out, _ := json.Marshal(map[string]any{"code": e.Code, "message": e.Message, "jsonrpc": e.RPC, "data": e.Data})
+	return out
 }
 
-// statusFor maps a JSON-RPC code to the HTTP status the 2026-07-28 transport
-// gives it; the endpoint uses the same statuses for every revision.
-func statusFor(code int64) int {
-	switch code {
-	case codeMethodNotFound:
-		return http.StatusNotFound
-	case codeInvalidParams, codeMissingCapability, codeUnsupportedVersion, codeHeaderMismatch:
-		return http.StatusBadRequest
-	case codeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusOK
+// invocationEntry is the error as the request's invocation tells it, with
+// what the endpoint knows besides.
+func (e *rpcError) invocationEntry(details any) map[string]any {
+	return map[string]any{"code": e.Code, "message": e.Message, "details": details}
+}
+
+// toolErrors renders a call that did not do what was asked as a tool result
+// with isError, which the external agent can read and act on: the message
+// and its hint as text, and code, message and hint (always, even when
+// empty) under com.twisp/error in _meta.
+var toolErrors = mcpkit.ErrorStyle{
+	MetaKey:    "com.twisp/error",
+	AlwaysHint: true,
+	Text: func(e mcpkit.ToolError) string {
+		if e.Hint == "" {
+			return e.Message
+		}
+		return e.Message + "\nHint: " + e.Hint
+	},
+}
+
+// toolError renders a tool error.
+func toolError(code, message, hint string) *mcp.CallToolResult {
+	return toolErrors.Result(mcpkit.ToolError{Code: code, Message: message, Hint: hint})
 }

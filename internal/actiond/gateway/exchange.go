@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -52,170 +50,12 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return ex
 }
 
-// requestRecord is execution.input: the request as the client sent it, with
-// who asked taken from the verified token, never from the body.
-func (ex *exchange) requestRecord() map[string]any {
-	if ex.record != nil {
-		return ex.record
+// requestDeadline bounds a request by the server's response timeout.
+func (ex *exchange) deadline() time.Duration {
+	if ex.server.ResponseTimeout > 0 {
+		return ex.server.ResponseTimeout
 	}
-	var params any
-	if ex.req.params != nil {
-		params = ex.req.params
-	}
-	var id any
-	if len(ex.req.ID) > 0 {
-		json.Unmarshal(ex.req.ID, &id)
-	}
-	ex.record = map[string]any{
-		"jsonrpc":         "2.0",
-		"id":              id,
-		"method":          ex.req.Method,
-		"params":          params,
-		"principal":       ex.who.Principal,
-		"subject":         ex.who.Subject,
-		"client":          ex.who.Client,
-		"protocolVersion": ex.req.version,
-	}
-	if ex.req.truncated != "" {
-		ex.record["truncated"] = ex.req.truncated
-	}
-	return ex.record
-}
-
-// refuse answers a refusal that came after the token check, recording it —
-// only the first of a principal and subject at a server each minute — as a
-// FAILED execution of the server outside any session. It runs nothing.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, rerr *rpcError) {
-	ctx := context.WithoutCancel(r.Context())
-	key := store.RefusalKey{Account: ex.account, ServerID: ex.server.ActionID, Principal: ex.who.Principal, Subject: ex.who.Subject}
-	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
-		note, err := tx.NoteRefusal(ctx, key, time.Minute)
-		if err != nil || !note.Record {
-			return err
-		}
-		details := map[string]any{}
-		if !note.Window.IsZero() {
-			details["unrecorded_refusals"] = note.Unrecorded
-			details["window"] = note.Window.UTC().Format(time.RFC3339)
-		}
-		return tx.InsertExecution(ctx, ex.execution(store.RoleRefusal, store.Failed, nil, rerr, details))
-	})
-	if err != nil {
-		// The count is best effort; the refusal itself still stands.
-		h.opts.Logger.Warn("record refusal", "err", err)
-	}
-	h.writeRefusal(w, ex, rerr)
-}
-
-// writeRefusal sends a refusal: a tools/call in a closed session is a tool
-// error the model can read; everything else a JSON-RPC error.
-func (h *Handler) writeRefusal(w http.ResponseWriter, ex *exchange, rerr *rpcError) {
-	if rerr.Name == errSessionClosed && ex.req.Method == "tools/call" {
-		result := toolError(errSessionClosed, messages[errSessionClosed], hints[errSessionClosed])
-		ex.annotate(result)
-		writeJSON(w, http.StatusOK, resultBody(ex.req.ID, ex.callResult(result)))
-		return
-	}
-	rerr.write(w, ex.req.ID)
-}
-
-// execution builds the record of the request itself.
-func (ex *exchange) execution(role, status string, output json.RawMessage, rerr *rpcError, details map[string]any) *store.Execution {
-	if ex.recordJSON == nil {
-		ex.recordJSON, _ = json.Marshal(ex.requestRecord())
-	}
-	input := ex.recordJSON
-	e := &store.Execution{
-		ID:            ex.h.opts.IDs.New(),
-		Account:       ex.account,
-		ActionID:      ex.server.ActionID,
-		ActionVersion: ex.server.Version,
-		ActionName:    ex.server.Name,
-		EventType:     "mcp.request",
-		Role:          role,
-		SessionID:     ex.session.ID,
-		Status:        status,
-		Caller:        ex.who.Principal,
-		Subject:       ex.who.Subject,
-		Client:        ex.who.Client,
-		Input:         input,
-		Output:        output,
-		Preview:       ex.server.Preview,
-		StartedAt:     ex.started,
-	}
-	if ex.executionID != "" {
-		e.ID = ex.executionID
-	}
-	if rerr != nil {
-		errJSON, _ := json.Marshal(map[string]any{"code": rerr.Name, "message": rerr.message(), "jsonrpc": rerr.Code, "data": rerr.Data})
-		e.Error = errJSON
-		invocation := map[string]any{"error": map[string]any{"code": rerr.Name, "message": rerr.message(), "details": details}}
-		e.Invocation, _ = json.Marshal(invocation)
-	}
-	return e
-}
-
-// admit finds or creates the request's session, applies its refusals and the
-// rate limit, and records the request as RUNNING with a CLAIMED input, all in
-// one short transaction under the session's lock.
-func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
-	defer func() {
-		if refused != nil {
-			// Whatever refused it, a request not admitted is recorded
-			// outside any session, under an ID of its own.
-			ex.executionID, ex.session.ID = "", ""
-		}
-	}()
-	sessionInput, sessionID, rerr := ex.server.resolveSession(ctx, ex.requestRecord())
-	if rerr != nil {
-		return rerr
-	}
-	ex.session = store.SessionKey{Account: ex.account, ServerID: ex.server.ActionID, ID: sessionID}
-	ex.sessionInput = sessionInput
-	ex.executionID = h.opts.IDs.New()
-	var refusal *rpcError
-	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
-		refusal = nil
-		session, _, err := tx.LockSession(ctx, ex.session, sessionInput)
-		if err != nil {
-			return err
-		}
-		if session.Closed() {
-			refusal = newError(codeInvalidParams, errSessionClosed, http.StatusBadRequest, nil)
-			return nil
-		}
-		if !jsonEqual(session.Input, sessionInput) {
-			refusal = newError(codeInvalidParams, errSessionInvalid, http.StatusBadRequest, nil)
-			return nil
-		}
-		if limit := ex.server.CallsPerMinute; limit > 0 {
-			load, err := tx.SessionLoad(ctx, ex.session, time.Minute, limit)
-			if err != nil {
-				return err
-			}
-			if load.Used >= limit {
-				retry := max(1, int(load.FreeAt.Sub(tx.Now()).Seconds()+0.999))
-				refusal = newError(codeInvalidParams, errRateLimited, http.StatusTooManyRequests, map[string]any{"callsPerMinute": limit})
-				refusal.Headers = map[string]string{"Retry-After": strconv.Itoa(retry)}
-				return nil
-			}
-		}
-		if err := tx.InsertExecution(ctx, ex.execution(store.RoleRequest, store.Running, nil, nil, nil)); err != nil {
-			return err
-		}
-		_, err = tx.AppendSessionInput(ctx, ex.session, ex.executionID)
-		return err
-	})
-	if errors.Is(err, store.ErrContention) {
-		rerr := newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
-		rerr.Headers = map[string]string{"Retry-After": "1"}
-		return rerr
-	}
-	if err != nil {
-		h.opts.Logger.Error("admit MCP request", "err", err)
-		return newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
-	}
-	return refusal
+	return time.Minute
 }
 
 // serveAdmitted admits the request, lets the SDK serve it into a buffer,
@@ -358,84 +198,68 @@ type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
 
-func jsonEqual(a, b json.RawMessage) bool {
-	if bytes.Equal(a, b) {
-		return true // both are encodings of the same mapping, keys sorted
+// requestRecord is execution.input: the request as the client sent it, with
+// who asked taken from the verified token, never from the body.
+func (ex *exchange) requestRecord() map[string]any {
+	if ex.record != nil {
+		return ex.record
 	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
+	var params any
+	if ex.req.params != nil {
+		params = ex.req.params
 	}
-	ax, _ := json.Marshal(x)
-	by, _ := json.Marshal(y)
-	return bytes.Equal(ax, by)
+	var id any
+	if len(ex.req.ID) > 0 {
+		json.Unmarshal(ex.req.ID, &id)
+	}
+	ex.record = map[string]any{
+		"jsonrpc":         "2.0",
+		"id":              id,
+		"method":          ex.req.Method,
+		"params":          params,
+		"principal":       ex.who.Principal,
+		"subject":         ex.who.Subject,
+		"client":          ex.who.Client,
+		"protocolVersion": ex.req.version,
+	}
+	if ex.req.truncated != "" {
+		ex.record["truncated"] = ex.req.truncated
+	}
+	return ex.record
 }
 
-// bufferedResponse holds the SDK's reply until the record commits.
-type bufferedResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-	parsed *replyView
-}
-
-func newBufferedResponse() *bufferedResponse {
-	return &bufferedResponse{header: http.Header{}, status: http.StatusOK}
-}
-
-func (b *bufferedResponse) Header() http.Header         { return b.header }
-func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
-func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
-
-// replaceWith makes the buffered reply a JSON-RPC error.
-func (b *bufferedResponse) replaceWith(rerr *rpcError, id json.RawMessage) {
-	b.header = http.Header{"Content-Type": []string{"application/json"}}
-	b.status = rerr.Status
-	b.body.Reset()
-	b.body.Write(errorBody(id, rerr))
-	b.parsed = nil
-}
-
-func (b *bufferedResponse) flushTo(w http.ResponseWriter) {
-	for k, v := range b.header {
-		w.Header()[k] = v
+// execution builds the record of the request itself.
+func (ex *exchange) execution(role, status string, output json.RawMessage, rerr *rpcError, details map[string]any) *store.Execution {
+	if ex.recordJSON == nil {
+		ex.recordJSON, _ = json.Marshal(ex.requestRecord())
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(b.body.Len()))
-	w.WriteHeader(b.status)
-	w.Write(b.body.Bytes())
-}
-
-type replyView struct {
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// reply is the buffered reply's result or error, decoded once.
-func (b *bufferedResponse) reply() replyView {
-	if b.parsed == nil {
-		b.parsed = &replyView{}
-		json.Unmarshal(b.body.Bytes(), b.parsed)
+	input := ex.recordJSON
+	e := &store.Execution{
+		ID:            ex.h.opts.IDs.New(),
+		Account:       ex.account,
+		ActionID:      ex.server.ActionID,
+		ActionVersion: ex.server.Version,
+		ActionName:    ex.server.Name,
+		EventType:     "mcp.request",
+		Role:          role,
+		SessionID:     ex.session.ID,
+		Status:        status,
+		Caller:        ex.who.Principal,
+		Subject:       ex.who.Subject,
+		Client:        ex.who.Client,
+		Input:         input,
+		Output:        output,
+		Preview:       ex.server.Preview,
+		StartedAt:     ex.started,
 	}
-	return *b.parsed
-}
-
-func (b *bufferedResponse) isJSONRPCError() bool { return len(b.reply().Error) > 0 }
-
-// resultOrError is what the request answered, for its record.
-func (b *bufferedResponse) resultOrError() json.RawMessage {
-	v := b.reply()
-	if len(v.Result) > 0 {
-		return v.Result
+	if ex.executionID != "" {
+		e.ID = ex.executionID
 	}
-	if len(v.Error) > 0 {
-		out, _ := json.Marshal(map[string]json.RawMessage{"error": v.Error})
-		return out
+	if rerr != nil {
+		e.Error = rerr.recorded()
+		e.Invocation, _ = json.Marshal(map[string]any{"error": rerr.invocationEntry(details)})
 	}
-	if b.body.Len() == 0 {
-		return nil
-	}
-	out, _ := json.Marshal(map[string]string{"raw": fmt.Sprintf("%.4096s", b.body.String())})
-	return out
+	return e
 }
 
 // invocationJSON is what the request recorded about itself, with the error
@@ -446,8 +270,43 @@ func (ex *exchange) invocationJSON(failure *rpcError, details any) json.RawMessa
 		invocation[k] = v
 	}
 	if failure != nil {
-		invocation["error"] = map[string]any{"code": failure.Name, "message": failure.message(), "details": details}
+		invocation["error"] = failure.invocationEntry(details)
 	}
 	out, _ := json.Marshal(invocation)
 	return out
+}
+
+func (ex *exchange) setInvocation(key string, value any) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.invocation == nil {
+		ex.invocation = map[string]any{}
+	}
+	ex.invocation[key] = value
+}
+
+func (ex *exchange) recordCall(e *store.Execution) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.calls = append(ex.calls, e)
+}
+
+func (ex *exchange) addUse(u store.Use) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.uses = append(ex.uses, u)
+}
+
+func (ex *exchange) ensureWork(h *Handler) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.work == nil {
+		ex.work = h.opts.Store.NewWork(ex.account)
+	}
+}
+
+func (ex *exchange) fail(rerr *rpcError) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.failure = rerr
 }

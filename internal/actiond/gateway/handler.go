@@ -1,7 +1,24 @@
-// Package mcpserve is the MCP endpoint of actiond: /mcp/v1/<account>/<name>.
+// Package gateway is the MCP endpoint of actiond: /mcp/v1/<account>/<name>.
 // Every request that passes its token check is admitted into a session and
 // recorded as one execution of the server, and its reply leaves only after
-// that record commits.
+// that record commits. The calls beneath a request are the engine's to run.
+//
+// One file per step of a request and per method family:
+//
+//   - handler.go: the HTTP entry, the token check, the refusals that come
+//     before a session;
+//   - request.go: reading one JSON-RPC message, its revision and headers;
+//   - admission.go: admitting a request into its session, or refusing it
+//     and recording the refusal outside any session;
+//   - exchange.go: an admitted request, from the SDK serving it to the
+//     transaction that records it; reply.go holds its reply until then;
+//   - sdk.go: one SDK server per server version, and the middleware that
+//     routes methods to their families;
+//   - discover.go: server/discover and the handshake; tools.go: tools/list
+//     and tools/call; tasks.go: the Tasks extension's methods;
+//   - errors.go: JSON-RPC errors and tool errors, with their fixed sentences;
+//   - server.go and directory.go: a server as one request sees it, resolved
+//     from the registry.
 package gateway
 
 import (
@@ -12,11 +29,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // MaxRequestBytes is the largest request the endpoint records; a larger one
@@ -78,16 +95,16 @@ func New(opts Options) *Handler {
 }
 
 // Audience is the aud an MCP token must carry.
-func (h *Handler) Audience() string { return h.opts.PublicURL + "/mcp" }
+func (h *Handler) Audience() string { return auth.MCPAudience(h.opts.PublicURL) }
 
 // ResourceMetadataURL is where a server's Protected Resource Metadata lives.
 func (h *Handler) ResourceMetadataURL(account, name string) string {
-	return h.opts.PublicURL + "/.well-known/oauth-protected-resource/mcp/v1/" + account + "/" + name
+	return auth.ResourceMetadataURL(h.opts.PublicURL, account, name)
 }
 
 // ServeHTTP handles one POST to an MCP server's endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	account, name, ok := endpointPath(r.URL.Path)
+	account, name, ok := auth.ParseMCPPath(r.URL.Path)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -154,19 +171,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serveAdmitted(w, r, ex)
 }
 
-// endpointPath splits /mcp/v1/<account>/<name>.
-func endpointPath(path string) (account, name string, ok bool) {
-	rest, found := strings.CutPrefix(path, "/mcp/v1/")
-	if !found {
-		return "", "", false
-	}
-	account, name, found = strings.Cut(rest, "/")
-	if !found || account == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", false
-	}
-	return account, name, true
-}
-
 func readBody(r *http.Request) (body []byte, tooLarge bool, err error) {
 	body, err = io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	if err != nil {
@@ -210,9 +214,9 @@ func (h *Handler) gate(ex *exchange) *rpcError {
 	if !ex.server.serves(method, ex.req.version) {
 		return newError(codeMethodNotFound, errMethodNotFound, http.StatusNotFound, map[string]any{"method": method})
 	}
-	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(tasksExtension) {
+	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(mcpkit.TasksExtension) {
 		return newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest,
-			map[string]any{"method": method, "requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+			map[string]any{"method": method, "requiredCapabilities": map[string]any{"extensions": map[string]any{mcpkit.TasksExtension: map[string]any{}}}})
 	}
 	return nil
 }
@@ -231,14 +235,6 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// requestDeadline bounds a request by the server's response timeout.
-func (ex *exchange) deadline() time.Duration {
-	if ex.server.ResponseTimeout > 0 {
-		return ex.server.ResponseTimeout
-	}
-	return time.Minute
 }
 
 // rebound says whether a request reached a loopback listener under a Host

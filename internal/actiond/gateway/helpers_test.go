@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,31 +62,20 @@ func eachDialect(t *testing.T, opts at.Options, fn func(t *testing.T, env *at.En
 	})
 }
 
+// The go-sdk client's requests, their text and JSON, through actiondtest.
+var (
+	listTools  = at.ListTools
+	callTool   = at.CallTool
+	text       = at.Text
+	jsonEqual  = at.JSONEqual
+	asJSON     = at.AsJSON
+	anyStrings = at.Strings
+)
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
-}
-
-// listTools lists a server's tools through the go-sdk client.
-func listTools(t *testing.T, s *mcp.ClientSession) *mcp.ListToolsResult {
-	t.Helper()
-	res, err := s.ListTools(ctx(t), nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	return res
-}
-
-// callTool calls a tool through the go-sdk client; a JSON-RPC error fails
-// the test.
-func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
-	}
-	return res
 }
 
 // rpcError is a JSON-RPC error the go-sdk client returned.
@@ -109,17 +97,6 @@ func errorData(t *testing.T, werr *jsonrpc.Error) map[string]any {
 		}
 	}
 	return data
-}
-
-// text is a tool result's text.
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // toolErrorCode is the com.twisp/error code of a tool error.
@@ -155,21 +132,6 @@ func last(t *testing.T, list []map[string]any) map[string]any {
 	return list[len(list)-1]
 }
 
-// jsonEqual compares two JSON-shaped values by their encodings.
-func jsonEqual(a, b any) bool {
-	var x, y any
-	ab, _ := json.Marshal(a)
-	bb, _ := json.Marshal(b)
-	json.Unmarshal(ab, &x)
-	json.Unmarshal(bb, &y)
-	return reflect.DeepEqual(x, y)
-}
-
-func asJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // asMap round-trips a value through JSON into a map.
 func asMap(v any) map[string]any {
 	var m map[string]any
@@ -178,16 +140,10 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for at most 30 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	at.WaitFor(t, what, 30*time.Second, cond)
 }
 
 // gateSource is a Starlark tool that runs until the KV value gate/<key>

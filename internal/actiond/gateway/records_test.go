@@ -239,7 +239,12 @@ func TestFailedCommitSendsNoContent(t *testing.T) {
 			}()
 		}
 		waitFor(t, "both bumps to run", func() bool { return len(requests(env, serverID, "tools/call")) == 2 })
-		time.Sleep(time.Second) // both have read the counter: they read it first thing
+		// Both must have read the counter before either commits: they read it
+		// first thing, but nothing a running tool does shows before its
+		// request commits (that is the rule under test), so no condition can
+		// be polled for. One second gives the later one time to take that
+		// first step.
+		time.Sleep(time.Second)
 		openGate(env, key)
 		wg.Wait()
 		var won, lost *at.Reply

@@ -7,15 +7,12 @@ import (
 	"slices"
 )
 
-// Protocol revisions the endpoint serves. 2024-11-05 is refused.
-var supportedVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
-
+// The _meta keys a 2026-07-28 request carries what a handshake used to say
+// under.
 const (
-	newProtocol    = "2026-07-28"
 	metaVersionKey = "io.modelcontextprotocol/protocolVersion"
 	metaCapsKey    = "io.modelcontextprotocol/clientCapabilities"
 	metaClientKey  = "io.modelcontextprotocol/clientInfo"
-	tasksExtension = "io.modelcontextprotocol/tasks"
 )
 
 // rpcRequest is one JSON-RPC message as the endpoint reads it: decoded once,

@@ -44,46 +44,14 @@ func (s *sdkServers) handler(server *Server) http.Handler {
 	return h
 }
 
+// newServer is the SDK server of one server version: discovery and the
+// handshake from discover.go, the Tasks methods from tasks.go, and the
+// middleware that answers tools/list and tools/call (tools.go).
 func (s *sdkServers) newServer(server *Server) *mcp.Server {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
-	caps.AddExtension(tasksExtension, map[string]any{})
-	sdk := mcp.NewServer(&mcp.Implementation{Name: server.MCPName, Version: strconv.FormatInt(server.Version, 10)}, &mcp.ServerOptions{
-		Instructions:              server.Instructions,
-		Capabilities:              caps,
-		SupportedProtocolVersions: supportedVersions,
-		Logger:                    s.h.opts.Logger,
-		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
-			// Discovery and listings may be cached for a minute.
-			c.TTLMs, c.CacheScope = 60_000, "private"
-		},
-	})
-	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		mcp.AddReceivingCustomMethod(sdk, method, func(ctx context.Context, _ *mcp.ServerSession, params *taskParams) (*emptyResult, error) {
-			return nil, s.h.taskNotFound(ctx, params.TaskID)
-		})
-	}
+	sdk := mcp.NewServer(implementation(server), s.h.serverOptions(server))
+	s.h.addTaskMethods(sdk)
 	sdk.AddReceivingMiddleware(s.h.middleware)
 	return sdk
-}
-
-// taskParams are the params of the Tasks extension's methods.
-type taskParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
-
-type emptyResult struct {
-	mcp.ResultBase
-}
-
-// taskNotFound answers a task request: this issue runs no callable agents, so
-// no task can be reached, and every unknown task gets the same answer.
-func (h *Handler) taskNotFound(ctx context.Context, taskID string) error {
-	rerr := newError(codeInvalidParams, errTaskNotFound, http.StatusBadRequest, nil)
-	if ex := exchangeFrom(ctx); ex != nil {
-		ex.fail(rerr)
-	}
-	return rerr.jsonrpc()
 }
 
 // middleware answers tools/list and tools/call from the request's resolved
@@ -162,40 +130,10 @@ func (ex *exchange) annotate(result mcp.Result) {
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{
-		"name":    ex.server.MCPName,
-		"version": strconv.FormatInt(ex.server.Version, 10),
-	}
+	info := implementation(ex.server)
+	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{"name": info.Name, "version": info.Version}
 	if ex.server.Preview {
 		meta["com.twisp/preview"] = true
 	}
 	result.SetMeta(meta)
-}
-
-func (ex *exchange) fail(rerr *rpcError) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.failure = rerr
-}
-
-// resultBody frames a result as a JSON-RPC response.
-func resultBody(id json.RawMessage, result any) []byte {
-	body, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result"`
-	}{"2.0", id, result})
-	return body
-}
-
-// toolError is a tool result with isError, which the external agent can
-// read and act on.
-func toolError(code, message, hint string) *mcp.CallToolResult {
-	text := message
-	if hint != "" {
-		text += "\nHint: " + hint
-	}
-	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
-	res.SetMeta(map[string]any{"com.twisp/error": map[string]any{"code": code, "message": message, "hint": hint}})
-	return res
 }

@@ -1,10 +1,6 @@
 package gateway
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,49 +55,4 @@ type Tool struct {
 	InputSchema  map[string]any
 	OutputSchema map[string]any
 	Annotations  *mcp.ToolAnnotations
-}
-
-// resolveSession computes a request's session input and id. A request whose
-// record does not produce a valid session input is refused with 400.
-func (s *Server) resolveSession(ctx context.Context, record map[string]any) (json.RawMessage, string, *rpcError) {
-	mismatched := func(err error) *rpcError {
-		return newError(codeInvalidParams, errRequestMismatched, http.StatusBadRequest, map[string]any{"reason": err.Error()})
-	}
-	input, err := s.Compiled.SessionInput(ctx, record)
-	if err != nil {
-		if errors.Is(err, action.ErrSessionInvalid) {
-			return nil, "", mismatched(err)
-		}
-		return nil, "", newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
-	}
-	id, err := s.Compiled.SessionID(ctx, input)
-	if err != nil || id == "" {
-		if err == nil {
-			err = errors.New("session.id gave an empty string")
-		}
-		return nil, "", mismatched(err)
-	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, "", mismatched(err)
-	}
-	return raw, id, nil
-}
-
-// serves says whether the server answers a method at a protocol revision.
-// Every server answers discovery, tools and the Tasks extension; resources,
-// prompts and skills come with skills and resource templates (a later
-// issue). server/discover exists from 2026-07-28 on, and the handshake
-// (initialize, ping) only before it: the other revision's method is refused
-// here with the fixed -32601, not left to the SDK's own wording.
-func (s *Server) serves(method, version string) bool {
-	switch method {
-	case "tools/list", "tools/call", "tasks/get", "tasks/update", "tasks/cancel":
-		return true
-	case "server/discover":
-		return version >= newProtocol
-	case "initialize", "ping":
-		return version < newProtocol
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
@@ -59,4 +60,22 @@ func (a Access) Allowed(ctx context.Context, operation, resource string, documen
 // check is Check of one operation.
 func (a Access) check(ctx context.Context, operation, resource string, document any) error {
 	return a.Check(ctx, policy.Request{Operation: operation, Resource: resource, Document: document})
+}
+
+// permitted reads one row and checks that the reader may do operation on
+// it. A row that does not exist (the registry's or the store's
+// ErrNotFound) is not found and no error; so is none that the check
+// refuses, which is the error.
+func permitted[T any](ctx context.Context, operation, resource string, read func() (T, error)) (row T, found bool, err error) {
+	row, err = read()
+	if errors.Is(err, registry.ErrNotFound) || errors.Is(err, store.ErrNotFound) {
+		return row, false, nil
+	}
+	if err != nil {
+		return row, false, err
+	}
+	if err := current(ctx).env.Access.check(ctx, operation, resource, row); err != nil {
+		return row, false, err
+	}
+	return row, true, nil
 }

@@ -284,3 +284,17 @@ func newRecorder() *recorder                    { return &recorder{header: http.
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 func (r *recorder) WriteHeader(status int)      { r.status = status }
+
+// A scalar that does not read is a BAD_REQUEST naming what is wrong: a
+// policy action with surrounding spaces, or one that is not a string.
+func TestScalarsThatDoNotRead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		a := newAPI(t, d)
+		e := a.root(putPrincipal, map[string]any{"input": map[string]any{"name": "spaced",
+			"policies": []any{allow([]any{" SELECT"}, "*")}}}).fails("BAD_REQUEST")
+		mustContain(t, e.Message, `policy action " SELECT" is empty or has surrounding spaces`)
+		e = a.root(putPrincipal, map[string]any{"input": map[string]any{"name": "numbered",
+			"policies": []any{allow([]any{7}, "*")}}}).fails("BAD_REQUEST")
+		mustContain(t, e.Message, "a policy action is a name such as SELECT")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -14,15 +15,11 @@ type actionsQueryResolver struct{}
 
 // List lists the actions the reader may read, in name order; an action's
 // cursor is its name.
-func (actionsQueryResolver) List(ctx context.Context, obj *ActionsQuery, first *int, after *string) (*ActionConnection, error) {
+func (actionsQueryResolver) List(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error) {
 	st := current(ctx)
-	limit, err := pageSize(first)
+	limit, cursor, err := keyedPage(first, after)
 	if err != nil {
 		return nil, err
-	}
-	cursor := ""
-	if after != nil {
-		cursor = *after
 	}
 	found, hasNext, err := readablePage(limit, cursor,
 		func(after string, n int) ([]*registry.StoredAction, error) {
@@ -35,24 +32,24 @@ func (actionsQueryResolver) List(ctx context.Context, obj *ActionsQuery, first *
 	if err != nil {
 		return nil, err
 	}
-	conn := &ActionConnection{Edges: []*ActionEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	conn := &model.ActionConnection{Edges: []*model.ActionEdge{}, PageInfo: &model.PageInfo{HasNextPage: hasNext}}
 	for _, head := range found {
 		name := head.Definition.Name
-		conn.Edges = append(conn.Edges, &ActionEdge{Cursor: name, Node: newAction(head)})
+		conn.Edges = append(conn.Edges, &model.ActionEdge{Cursor: name, Node: newAction(head)})
 		conn.PageInfo.EndCursor = &name
 	}
 	return conn, nil
 }
 
-func (actionsQueryResolver) Executions(ctx context.Context, obj *ActionsQuery, where *ExecutionWhere, first *int, after *string) (*ExecutionConnection, error) {
+func (actionsQueryResolver) Executions(ctx context.Context, obj *model.ActionsQuery, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error) {
 	return executions(ctx, filter(where), first, after)
 }
 
-func (actionsQueryResolver) Session(ctx context.Context, obj *ActionsQuery, actionID string, sessionID string) (*Session, error) {
+func (actionsQueryResolver) Session(ctx context.Context, obj *model.ActionsQuery, actionID string, sessionID string) (model.Session, error) {
 	return session(ctx, actionID, sessionID)
 }
 
-func (actionsQueryResolver) Sessions(ctx context.Context, obj *ActionsQuery, actionID string) ([]*Session, error) {
+func (actionsQueryResolver) Sessions(ctx context.Context, obj *model.ActionsQuery, actionID string) ([]model.Session, error) {
 	st := current(ctx)
 	var list []*store.Session
 	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
@@ -63,10 +60,10 @@ func (actionsQueryResolver) Sessions(ctx context.Context, obj *ActionsQuery, act
 	if err != nil {
 		return nil, err
 	}
-	out := []*Session{}
+	out := []model.Session{}
 	for _, rec := range list {
 		if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceSession, rec) {
-			out = append(out, &Session{rec: rec})
+			out = append(out, &sessionRecord{rec: rec})
 		}
 	}
 	return out, nil
@@ -74,7 +71,7 @@ func (actionsQueryResolver) Sessions(ctx context.Context, obj *ActionsQuery, act
 
 // CreateAction validates the definition against the registry as this
 // request sees it, with the caller as its writer, and stores version 1.
-func (m *ActionsMutation) CreateAction(id string, input map[string]any) (*Action, error) {
+func (m *actionsMutation) CreateAction(id string, input map[string]any) (model.Action, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	if err := registry.CheckID(id); err != nil {
@@ -105,7 +102,7 @@ func (m *ActionsMutation) CreateAction(id string, input map[string]any) (*Action
 // UpdateAction writes the next version: each supplied top-level field
 // replaces the stored one whole (action.Update). The caller must be allowed
 // to UPDATE the action both as stored and as it will be.
-func (m *ActionsMutation) UpdateAction(id string, input map[string]any) (*Action, error) {
+func (m *actionsMutation) UpdateAction(id string, input map[string]any) (model.Action, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	head, err := liveAction(ctx, id)
@@ -139,7 +136,7 @@ func (m *ActionsMutation) UpdateAction(id string, input map[string]any) (*Action
 	return newAction(stored), nil
 }
 
-func (m *ActionsMutation) DeleteAction(id string) (*Action, error) {
+func (m *actionsMutation) DeleteAction(id string) (model.Action, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	head, err := liveAction(ctx, id)
@@ -163,7 +160,7 @@ func liveAction(ctx context.Context, id string) (*registry.StoredAction, error) 
 		return nil, err
 	}
 	if head.Deleted {
-		return nil, &Error{Code: CodeNotFound, Field: "id", Message: "no action with ID " + id + ": it was deleted", Err: registry.ErrNotFound}
+		return nil, newError(CodeNotFound, "id", "no action with ID "+id+": it was deleted", registry.ErrNotFound)
 	}
 	return head, nil
 }
@@ -171,12 +168,11 @@ func liveAction(ctx context.Context, id string) (*registry.StoredAction, error) 
 // CloseSession closes a session (UPDATE on actions.Session). The close is a
 // record write: it commits with the request (or, under Execute with
 // RecordWrites, with the caller's records), never on its own.
-func (m *ActionsMutation) CloseSession(actionID string, sessionID string) (*Session, error) {
+func (m *actionsMutation) CloseSession(actionID string, sessionID string) (model.Session, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	if !st.env.RecordWrites {
-		return nil, &Error{Code: CodeBadRequest, Field: "closeSession",
-			Message: "closeSession writes a record that this caller cannot commit: close the session through the GraphQL API"}
+		return nil, newError(CodeBadRequest, "closeSession", "closeSession writes a record that this caller cannot commit: close the session through the GraphQL API", nil)
 	}
 	key := store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID}
 	var rec *store.Session
@@ -186,7 +182,7 @@ func (m *ActionsMutation) CloseSession(actionID string, sessionID string) (*Sess
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &Error{Code: CodeNotFound, Field: "sessionId", Message: "action " + actionID + " has no session " + sessionID, Err: err}
+		return nil, newError(CodeNotFound, "sessionId", "action "+actionID+" has no session "+sessionID, err)
 	}
 	if err != nil {
 		return nil, err
@@ -200,5 +196,5 @@ func (m *ActionsMutation) CloseSession(actionID string, sessionID string) (*Sess
 		closed.ClosedAt = st.now
 		rec = &closed
 	}
-	return &Session{rec: rec}, nil
+	return &sessionRecord{rec: rec}, nil
 }

@@ -4,35 +4,32 @@ import (
 	"context"
 	"errors"
 
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 )
 
 type authQueryResolver struct{}
 
-func (authQueryResolver) Principal(ctx context.Context, obj *AuthQuery, name string) (*Principal, error) {
+func (authQueryResolver) Principal(ctx context.Context, obj *model.AuthQuery, name string) (*model.Principal, error) {
 	st := current(ctx)
-	stored, err := registry.Principal(ctx, st.env.Work, name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourcePrincipal, stored); err != nil {
+	stored, found, err := permitted(ctx, policy.Select, registry.ResourcePrincipal, func() (*registry.StoredPrincipal, error) {
+		return registry.Principal(ctx, st.env.Work, name)
+	})
+	if !found {
 		return nil, err
 	}
 	return principal(stored)
 }
 
 // Principals lists the principals the reader may read, in name order.
-func (authQueryResolver) Principals(ctx context.Context, obj *AuthQuery) ([]*Principal, error) {
+func (authQueryResolver) Principals(ctx context.Context, obj *model.AuthQuery) ([]*model.Principal, error) {
 	st := current(ctx)
 	list, err := registry.Principals(ctx, st.env.Work, "", 0)
 	if err != nil {
 		return nil, err
 	}
-	out := []*Principal{}
+	out := []*model.Principal{}
 	for _, stored := range list {
 		if !st.env.Access.Allowed(ctx, policy.Select, registry.ResourcePrincipal, stored) {
 			continue
@@ -48,7 +45,7 @@ func (authQueryResolver) Principals(ctx context.Context, obj *AuthQuery) ([]*Pri
 
 // PutPrincipal is an INSERT of a new principal or an UPDATE of an existing
 // one, checked with the principal as it will be.
-func (m *AuthMutation) PutPrincipal(input map[string]any) (*Principal, error) {
+func (m *authMutation) PutPrincipal(input map[string]any) (*model.Principal, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	var in struct {
@@ -80,17 +77,13 @@ func (m *AuthMutation) PutPrincipal(input map[string]any) (*Principal, error) {
 	return principal(stored)
 }
 
-func (m *AuthMutation) DeletePrincipal(name string) (*Principal, error) {
+func (m *authMutation) DeletePrincipal(name string) (*model.Principal, error) {
 	ctx := m.ctx
 	st := current(ctx)
-	existing, err := registry.Principal(ctx, st.env.Work, name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Delete, registry.ResourcePrincipal, existing); err != nil {
+	_, found, err := permitted(ctx, policy.Delete, registry.ResourcePrincipal, func() (*registry.StoredPrincipal, error) {
+		return registry.Principal(ctx, st.env.Work, name)
+	})
+	if !found {
 		return nil, err
 	}
 	stored, err := registry.DeletePrincipal(ctx, st.env.Work, name)
@@ -100,10 +93,10 @@ func (m *AuthMutation) DeletePrincipal(name string) (*Principal, error) {
 	return principal(stored)
 }
 
-func principal(stored *registry.StoredPrincipal) (*Principal, error) {
+func principal(stored *registry.StoredPrincipal) (*model.Principal, error) {
 	list, err := policies(stored.Policies)
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{Name: stored.Name, Policies: list, Version: stored.Version}, nil
+	return &model.Principal{Name: stored.Name, Policies: list, Version: stored.Version}, nil
 }

@@ -11,9 +11,12 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Error codes a response's errors carry in extensions.code.
@@ -34,13 +37,15 @@ const (
 // Error is a refused request or field: its code, the input field at fault
 // when there is one, a message a person can act on, and a hint.
 type Error struct {
-	Code    string
-	Field   string
-	Message string
-	Hint    string
-	Err     error
+	coded.Base
+	Field string
 }
 
+func newError(code, field, message string, cause error) *Error {
+	return &Error{Base: coded.Base{Code: code, Message: message, Err: cause}, Field: field}
+}
+
+// Error is the field, then the message; the cause is for the log.
 func (e *Error) Error() string {
 	if e.Field == "" {
 		return e.Message
@@ -48,44 +53,48 @@ func (e *Error) Error() string {
 	return e.Field + ": " + e.Message
 }
 
-func (e *Error) Unwrap() error { return e.Err }
-
 func badRequest(field, format string, args ...any) *Error {
-	return &Error{Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+	return newError(CodeBadRequest, field, fmt.Sprintf(format, args...), nil)
 }
 
 // classify reads the code, field and hint of any error a resolver returns.
 func classify(err error) *Error {
 	var (
 		own       *Error
+		scalar    *model.InputError
 		actionErr *action.Error
 		regErr    *registry.Error
 		denied    *policy.Denied
 		invalid   *policy.InvalidError
-		coded     interface{ Code() string }
+		celErr    *expr.Error
 	)
 	switch {
 	case errors.As(err, &own):
 		return own
+	case errors.As(err, &scalar):
+		return newError(scalar.Code, "", scalar.Message, err)
 	case errors.As(err, &actionErr):
-		out := &Error{Code: actionErr.Code, Field: actionErr.Path, Message: actionErr.Message, Err: err}
+		out := newError(actionErr.Code, actionErr.Path, actionErr.Message, err)
 		if errors.As(err, &denied) {
 			out.Hint = denied.Hint()
 		}
 		return out
 	case errors.As(err, &regErr):
-		return &Error{Code: regErr.Code, Field: regErr.Field, Message: regErr.Message, Err: err}
+		return newError(regErr.Code, regErr.Field, regErr.Message, err)
 	case errors.As(err, &denied):
-		return &Error{Code: CodeAccessDenied, Message: denied.Error(), Hint: denied.Hint(), Err: err}
+		out := newError(CodeAccessDenied, "", denied.Error(), err)
+		out.Hint = denied.Hint()
+		return out
 	case errors.As(err, &invalid):
-		return &Error{Code: CodeBadRequest, Field: "policies" + invalid.Path(), Message: invalid.Message, Err: err}
+		return newError(CodeBadRequest, "policies"+invalid.Path(), invalid.Message, err)
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrContention):
-		return &Error{Code: CodeConflict, Message: "the request's writes conflicted with another request's, and nothing was applied: " + err.Error(),
-			Hint: "Send the request again.", Err: err}
-	case errors.As(err, &coded):
-		return &Error{Code: coded.Code(), Message: err.Error(), Err: err}
+		out := newError(CodeConflict, "", "the request's writes conflicted with another request's, and nothing was applied: "+err.Error(), err)
+		out.Hint = "Send the request again."
+		return out
+	case errors.As(err, &celErr):
+		return newError(celErr.Code, "", err.Error(), err)
 	}
-	return &Error{Code: CodeInternal, Message: "actiond failed to serve the request: " + err.Error(), Err: err}
+	return newError(CodeInternal, "", "actiond failed to serve the request: "+err.Error(), err)
 }
 
 // gqlError turns an error into a response error with its extensions.
@@ -142,5 +151,5 @@ func normalize(e *gqlerror.Error) {
 
 // recoverPanic turns a resolver's panic into an INTERNAL error.
 func recoverPanic(ctx context.Context, v any) error {
-	return &Error{Code: CodeInternal, Message: fmt.Sprintf("actiond failed to serve the request: %v", v)}
+	return newError(CodeInternal, "", fmt.Sprintf("actiond failed to serve the request: %v", v), nil)
 }

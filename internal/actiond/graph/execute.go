@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/incusspawn/isx/internal/actiond/graph/generated"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
 )
@@ -140,7 +141,7 @@ const (
 )
 
 var engine = sync.OnceValue(func() *executor.Executor {
-	exec := executor.New(NewExecutableSchema(Config{Resolvers: &Resolver{}}))
+	exec := executor.New(generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}}))
 	exec.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
 	exec.SetErrorPresenter(present)
 	exec.SetRecoverFunc(recoverPanic)

@@ -100,7 +100,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if who != nil && !who.HasAccount(account) {
-		writeError(w, http.StatusForbidden, &Error{Code: CodeAccessDenied, Message: fmt.Sprintf("account %s is not one of your token's accounts", account)})
+		writeError(w, http.StatusForbidden, newError(CodeAccessDenied, "", fmt.Sprintf("account %s is not one of your token's accounts", account), nil))
 		return
 	}
 	req, err := decodeRequest(w, r)
@@ -195,7 +195,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (Request, error) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return Request{}, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("the request is larger than %d bytes", MaxRequestBytes), Err: err}
+			return Request{}, newError(CodeBadRequest, "", fmt.Sprintf("the request is larger than %d bytes", MaxRequestBytes), err)
 		}
 		return Request{}, badRequest("", "reading the request failed: %v", err)
 	}
@@ -209,7 +209,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request) (Request, error) {
 		return Request{}, badRequest("", "the body holds more than one JSON value")
 	}
 	if req.Query == "" {
-		return Request{}, &Error{Code: CodeValidationFailed, Message: "the request has no query"}
+		return Request{}, newError(CodeValidationFailed, "", "the request has no query", nil)
 	}
 	return req, nil
 }
@@ -220,8 +220,7 @@ func unauthorized(w http.ResponseWriter, tokenRefused bool) {
 		challenge += ` error="invalid_token"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
-	writeError(w, http.StatusUnauthorized, &Error{Code: "UNAUTHENTICATED",
-		Message: "a bearer token for this API is required: one whose aud is the GraphQL endpoint (an MCP token is not accepted here)"})
+	writeError(w, http.StatusUnauthorized, newError("UNAUTHENTICATED", "", "a bearer token for this API is required: one whose aud is the GraphQL endpoint (an MCP token is not accepted here)", nil))
 }
 
 func writeError(w http.ResponseWriter, status int, err error) {

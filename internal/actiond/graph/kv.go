@@ -4,22 +4,19 @@ import (
 	"context"
 	"errors"
 
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 )
 
 type kvQueryResolver struct{}
 
-func (kvQueryResolver) Value(ctx context.Context, obj *KVQuery, namespace string, key string) (*KVValue, error) {
+func (kvQueryResolver) Value(ctx context.Context, obj *model.KVQuery, namespace string, key string) (*model.KVValue, error) {
 	st := current(ctx)
-	kv, err := registry.GetKV(ctx, st.env.Work, namespace, key)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceKV, kv); err != nil {
+	kv, found, err := permitted(ctx, policy.Select, registry.ResourceKV, func() (*registry.KVValue, error) {
+		return registry.GetKV(ctx, st.env.Work, namespace, key)
+	})
+	if !found {
 		return nil, err
 	}
 	return kvValue(kv), nil
@@ -27,15 +24,11 @@ func (kvQueryResolver) Value(ctx context.Context, obj *KVQuery, namespace string
 
 // Values lists a namespace's values the reader may read, in key order; a
 // value's cursor is its key.
-func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace string, first *int, after *string) (*KVValueConnection, error) {
+func (kvQueryResolver) Values(ctx context.Context, obj *model.KVQuery, namespace string, first *int, after *string) (*model.KVValueConnection, error) {
 	st := current(ctx)
-	limit, err := pageSize(first)
+	limit, cursor, err := keyedPage(first, after)
 	if err != nil {
 		return nil, err
-	}
-	cursor := ""
-	if after != nil {
-		cursor = *after
 	}
 	found, hasNext, err := readablePage(limit, cursor,
 		func(after string, n int) ([]*registry.KVValue, error) {
@@ -48,10 +41,10 @@ func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace strin
 	if err != nil {
 		return nil, err
 	}
-	conn := &KVValueConnection{Edges: []*KVValueEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	conn := &model.KVValueConnection{Edges: []*model.KVValueEdge{}, PageInfo: &model.PageInfo{HasNextPage: hasNext}}
 	for _, kv := range found {
 		key := kv.Key
-		conn.Edges = append(conn.Edges, &KVValueEdge{Cursor: key, Node: kvValue(kv)})
+		conn.Edges = append(conn.Edges, &model.KVValueEdge{Cursor: key, Node: kvValue(kv)})
 		conn.PageInfo.EndCursor = &key
 	}
 	return conn, nil
@@ -59,7 +52,7 @@ func (kvQueryResolver) Values(ctx context.Context, obj *KVQuery, namespace strin
 
 // Put is an INSERT of a new value, or an UPDATE of an existing one, checked
 // with the value as it will be.
-func (m *KVMutation) Put(namespace string, key string, value JSON) (*KVValue, error) {
+func (m *kvMutation) Put(namespace string, key string, value model.JSON) (*model.KVValue, error) {
 	ctx := m.ctx
 	st := current(ctx)
 	operation := policy.Update
@@ -83,17 +76,13 @@ func (m *KVMutation) Put(namespace string, key string, value JSON) (*KVValue, er
 
 // Delete removes a value and answers what it was, or null when there was
 // none.
-func (m *KVMutation) Delete(namespace string, key string) (*KVValue, error) {
+func (m *kvMutation) Delete(namespace string, key string) (*model.KVValue, error) {
 	ctx := m.ctx
 	st := current(ctx)
-	existing, err := registry.GetKV(ctx, st.env.Work, namespace, key)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := st.env.Access.check(ctx, policy.Delete, registry.ResourceKV, existing); err != nil {
+	_, found, err := permitted(ctx, policy.Delete, registry.ResourceKV, func() (*registry.KVValue, error) {
+		return registry.GetKV(ctx, st.env.Work, namespace, key)
+	})
+	if !found {
 		return nil, err
 	}
 	kv, err := registry.DeleteKV(ctx, st.env.Work, namespace, key)
@@ -103,6 +92,6 @@ func (m *KVMutation) Delete(namespace string, key string) (*KVValue, error) {
 	return kvValue(kv), nil
 }
 
-func kvValue(kv *registry.KVValue) *KVValue {
-	return &KVValue{Namespace: kv.Namespace, Key: kv.Key, Value: JSON(kv.Value)}
+func kvValue(kv *registry.KVValue) *model.KVValue {
+	return &model.KVValue{Namespace: kv.Namespace, Key: kv.Key, Value: model.JSON(kv.Value)}
 }

@@ -3,48 +3,48 @@ package graph
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
-// Execution is an execution record as the API shows it.
-type Execution struct {
+// executionRecord is an execution record as the API shows it (model.Execution).
+type executionRecord struct {
 	rec *store.Execution
 
 	once       sync.Once
-	writeSet   []*WriteSetEntry
+	writeSet   []*model.WriteSetEntry
 	unreadable int
 }
 
-func (e *Execution) ID() string              { return e.rec.ID }
-func (e *Execution) ActionID() string        { return e.rec.ActionID }
-func (e *Execution) ActionVersion() int      { return int(e.rec.ActionVersion) }
-func (e *Execution) ActionName() string      { return e.rec.ActionName }
-func (e *Execution) EventType() string       { return e.rec.EventType }
-func (e *Execution) Role() string            { return e.rec.Role }
-func (e *Execution) Status() ExecutionStatus { return ExecutionStatus(e.rec.Status) }
-func (e *Execution) Caller() string          { return e.rec.Caller }
-func (e *Execution) Subject() string         { return e.rec.Subject }
-func (e *Execution) Client() string          { return e.rec.Client }
-func (e *Execution) Input() JSON             { return JSON(e.rec.Input) }
-func (e *Execution) Output() JSON            { return JSON(e.rec.Output) }
-func (e *Execution) Error() JSON             { return JSON(e.rec.Error) }
-func (e *Execution) Invocation() JSON        { return JSON(e.rec.Invocation) }
-func (e *Execution) Preview() bool           { return e.rec.Preview }
-func (e *Execution) ParentID() *string       { return optional(e.rec.ParentID) }
-func (e *Execution) SessionID() *string      { return optional(e.rec.SessionID) }
-func (e *Execution) StartedBy() *string      { return optional(e.rec.StartedBy) }
-func (e *Execution) StartedAt() time.Time    { return e.rec.StartedAt }
+func (e *executionRecord) ID() string                    { return e.rec.ID }
+func (e *executionRecord) ActionID() string              { return e.rec.ActionID }
+func (e *executionRecord) ActionVersion() int            { return int(e.rec.ActionVersion) }
+func (e *executionRecord) ActionName() string            { return e.rec.ActionName }
+func (e *executionRecord) EventType() string             { return e.rec.EventType }
+func (e *executionRecord) Role() string                  { return e.rec.Role }
+func (e *executionRecord) Status() model.ExecutionStatus { return model.ExecutionStatus(e.rec.Status) }
+func (e *executionRecord) Caller() string                { return e.rec.Caller }
+func (e *executionRecord) Subject() string               { return e.rec.Subject }
+func (e *executionRecord) Client() string                { return e.rec.Client }
+func (e *executionRecord) Input() model.JSON             { return model.JSON(e.rec.Input) }
+func (e *executionRecord) Output() model.JSON            { return model.JSON(e.rec.Output) }
+func (e *executionRecord) Error() model.JSON             { return model.JSON(e.rec.Error) }
+func (e *executionRecord) Invocation() model.JSON        { return model.JSON(e.rec.Invocation) }
+func (e *executionRecord) Preview() bool                 { return e.rec.Preview }
+func (e *executionRecord) ParentID() *string             { return optional(e.rec.ParentID) }
+func (e *executionRecord) SessionID() *string            { return optional(e.rec.SessionID) }
+func (e *executionRecord) StartedBy() *string            { return optional(e.rec.StartedBy) }
+func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedAt }
 
-func (e *Execution) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
+func (e *executionRecord) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
 
-func (e *Execution) EndedAt() *time.Time {
+func (e *executionRecord) EndedAt() *time.Time {
 	if e.rec.EndedAt.IsZero() {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (e *Execution) EndedAt() *time.Time {
 
 // McpRequest reads the request a mcp.request execution recorded as its input
 // (ACT-097, ACT-099), and the intent its invocation recorded.
-func (e *Execution) McpRequest() *McpRequest {
+func (e *executionRecord) McpRequest() *model.McpRequest {
 	if e.rec.EventType != "mcp.request" {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (e *Execution) McpRequest() *McpRequest {
 	// decode reads as absent.
 	_ = json.Unmarshal(e.rec.Input, &input)
 	_ = json.Unmarshal(e.rec.Invocation, &invocation)
-	return &McpRequest{
+	return &model.McpRequest{
 		Method:          input.Method,
 		Params:          nullJSON(input.Params),
 		ID:              nullJSON(input.ID),
@@ -85,33 +85,33 @@ func (e *Execution) McpRequest() *McpRequest {
 	}
 }
 
-func nullJSON(raw json.RawMessage) JSON {
+func nullJSON(raw json.RawMessage) model.JSON {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	return JSON(raw)
+	return model.JSON(raw)
 }
 
 // WriteSet lists the rows of the write set the reader may SELECT; a row's
 // resource is <namespace>.<table>, its document the row's new value.
-func (e *Execution) WriteSet(ctx context.Context) []*WriteSetEntry {
+func (e *executionRecord) WriteSet(ctx context.Context) []*model.WriteSetEntry {
 	e.filterWriteSet(ctx)
 	return e.writeSet
 }
 
 // WriteSetUnreadable counts the rows WriteSet leaves out.
-func (e *Execution) WriteSetUnreadable(ctx context.Context) int {
+func (e *executionRecord) WriteSetUnreadable(ctx context.Context) int {
 	e.filterWriteSet(ctx)
 	return e.unreadable
 }
 
-func (e *Execution) filterWriteSet(ctx context.Context) {
+func (e *executionRecord) filterWriteSet(ctx context.Context) {
 	e.once.Do(func() {
 		access := current(ctx).env.Access
-		e.writeSet = []*WriteSetEntry{}
+		e.writeSet = []*model.WriteSetEntry{}
 		for _, write := range e.rec.WriteSet {
 			if readable(ctx, access, write) {
-				e.writeSet = append(e.writeSet, &WriteSetEntry{Table: write.Table, Key: write.Key, Value: nullJSON(write.Value), Deleted: write.Deleted})
+				e.writeSet = append(e.writeSet, &model.WriteSetEntry{Table: write.Table, Key: write.Key, Value: nullJSON(write.Value), Deleted: write.Deleted})
 				continue
 			}
 			e.unreadable++
@@ -137,7 +137,7 @@ func readable(ctx context.Context, access Access, write store.Write) bool {
 
 // Calls lists the executions this one called, in order, that the reader
 // may read.
-func (e *Execution) Calls(ctx context.Context) ([]*Execution, error) {
+func (e *executionRecord) Calls(ctx context.Context) ([]model.Execution, error) {
 	st := current(ctx)
 	var children []*store.Execution
 	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
@@ -148,16 +148,16 @@ func (e *Execution) Calls(ctx context.Context) ([]*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Execution, 0, len(children))
+	out := make([]model.Execution, 0, len(children))
 	for _, child := range children {
 		if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceExecution, child) {
-			out = append(out, &Execution{rec: child})
+			out = append(out, &executionRecord{rec: child})
 		}
 	}
 	return out, nil
 }
 
-func (e *Execution) Uses(ctx context.Context) ([]*ExecutionUse, error) {
+func (e *executionRecord) Uses(ctx context.Context) ([]*model.ExecutionUse, error) {
 	st := current(ctx)
 	var uses []store.Use
 	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
@@ -168,32 +168,16 @@ func (e *Execution) Uses(ctx context.Context) ([]*ExecutionUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*ExecutionUse, len(uses))
+	out := make([]*model.ExecutionUse, len(uses))
 	for i, use := range uses {
-		out[i] = &ExecutionUse{Kind: use.Kind, ExecutionID: use.Ref}
+		out[i] = &model.ExecutionUse{Kind: use.Kind, ExecutionID: use.Ref}
 	}
 	return out, nil
 }
 
-// Pages of records.
-const (
-	defaultPage = 50
-	maxPage     = 500
-)
-
-func pageSize(first *int) (int, error) {
-	if first == nil {
-		return defaultPage, nil
-	}
-	if *first < 0 || *first > maxPage {
-		return 0, badRequest("first", "first is a number from 0 to %d", maxPage)
-	}
-	return *first, nil
-}
-
 // executions lists the executions f selects that the reader may read, a page
 // at a time; an execution's cursor is its position in the record.
-func executions(ctx context.Context, f store.ExecutionFilter, first *int, after *string) (*ExecutionConnection, error) {
+func executions(ctx context.Context, f store.ExecutionFilter, first *int, after *string) (*model.ExecutionConnection, error) {
 	st := current(ctx)
 	limit, err := pageSize(first)
 	if err != nil {
@@ -225,48 +209,43 @@ func executions(ctx context.Context, f store.ExecutionFilter, first *int, after 
 	if err != nil {
 		return nil, err
 	}
-	conn := &ExecutionConnection{Edges: []*ExecutionEdge{}, PageInfo: &PageInfo{HasNextPage: hasNext}}
+	conn := &model.ExecutionConnection{Edges: []*model.ExecutionEdge{}, PageInfo: &model.PageInfo{HasNextPage: hasNext}}
 	for _, row := range found {
 		cursor := strconv.FormatInt(row.Seq, 10)
-		conn.Edges = append(conn.Edges, &ExecutionEdge{Cursor: cursor, Node: &Execution{rec: row}})
+		conn.Edges = append(conn.Edges, &model.ExecutionEdge{Cursor: cursor, Node: &executionRecord{rec: row}})
 		conn.PageInfo.EndCursor = &cursor
 	}
 	return conn, nil
 }
 
 // execution reads one execution; nil when there is none.
-func execution(ctx context.Context, id string) (*Execution, error) {
+func execution(ctx context.Context, id string) (model.Execution, error) {
 	st := current(ctx)
-	var rec *store.Execution
-	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		rec, err = tx.Execution(ctx, st.env.Account, id)
-		return err
+	rec, found, err := permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
+		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
+			rec, err = tx.Execution(ctx, st.env.Account, id)
+			return err
+		})
+		return rec, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	if !found {
 		return nil, err
 	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceExecution, rec); err != nil {
-		return nil, err
-	}
-	return &Execution{rec: rec}, nil
+	return &executionRecord{rec: rec}, nil
 }
 
-// Session is a session of an MCP server as the API shows it.
-type Session struct {
+// sessionRecord is a session of an MCP server as the API shows it (model.Session).
+type sessionRecord struct {
 	rec *store.Session
 }
 
-func (s *Session) ActionID() string     { return s.rec.ServerID }
-func (s *Session) ID() string           { return s.rec.ID }
-func (s *Session) Input() JSON          { return JSON(s.rec.Input) }
-func (s *Session) CreatedAt() time.Time { return s.rec.CreatedAt }
-func (s *Session) Closed() bool         { return s.rec.Closed() }
+func (s *sessionRecord) ActionID() string     { return s.rec.ServerID }
+func (s *sessionRecord) ID() string           { return s.rec.ID }
+func (s *sessionRecord) Input() model.JSON    { return model.JSON(s.rec.Input) }
+func (s *sessionRecord) CreatedAt() time.Time { return s.rec.CreatedAt }
+func (s *sessionRecord) Closed() bool         { return s.rec.Closed() }
 
-func (s *Session) ClosedAt() *time.Time {
+func (s *sessionRecord) ClosedAt() *time.Time {
 	if !s.rec.Closed() {
 		return nil
 	}
@@ -274,7 +253,7 @@ func (s *Session) ClosedAt() *time.Time {
 }
 
 // Inputs is the session's ordered request log.
-func (s *Session) Inputs(ctx context.Context) ([]*SessionInput, error) {
+func (s *sessionRecord) Inputs(ctx context.Context) ([]*model.SessionInput, error) {
 	st := current(ctx)
 	var inputs []store.SessionInput
 	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
@@ -285,34 +264,29 @@ func (s *Session) Inputs(ctx context.Context) ([]*SessionInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*SessionInput, len(inputs))
+	out := make([]*model.SessionInput, len(inputs))
 	for i, in := range inputs {
-		out[i] = &SessionInput{Seq: int(in.Seq), Type: in.Type, ExecutionID: in.ExecutionID, State: in.State, Calls: in.Calls, AdmittedAt: in.AdmittedAt}
+		out[i] = &model.SessionInput{Seq: int(in.Seq), Type: in.Type, ExecutionID: in.ExecutionID, State: in.State, Calls: in.Calls, AdmittedAt: in.AdmittedAt}
 	}
 	return out, nil
 }
 
-func (s *Session) key() store.SessionKey {
+func (s *sessionRecord) key() store.SessionKey {
 	return store.SessionKey{Account: s.rec.Account, ServerID: s.rec.ServerID, ID: s.rec.ID}
 }
 
 // session reads a session the reader may read; nil when there is none.
-func session(ctx context.Context, actionID, sessionID string) (*Session, error) {
+func session(ctx context.Context, actionID, sessionID string) (model.Session, error) {
 	st := current(ctx)
-	var rec *store.Session
-	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		rec, err = tx.Session(ctx, store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID})
-		return err
+	rec, found, err := permitted(ctx, policy.Select, registry.ResourceSession, func() (rec *store.Session, err error) {
+		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
+			rec, err = tx.Session(ctx, store.SessionKey{Account: st.env.Account, ServerID: actionID, ID: sessionID})
+			return err
+		})
+		return rec, err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	if !found {
 		return nil, err
 	}
-	if err := st.env.Access.check(ctx, policy.Select, registry.ResourceSession, rec); err != nil {
-		return nil, err
-	}
-	return &Session{rec: rec}, nil
+	return &sessionRecord{rec: rec}, nil
 }

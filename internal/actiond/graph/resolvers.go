@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/graph/generated"
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -17,17 +19,17 @@ import (
 // reads its operation's state from the context.
 type Resolver struct{}
 
-func (r *Resolver) Query() QueryResolver               { return queryResolver{} }
-func (r *Resolver) Mutation() MutationResolver         { return mutationResolver{} }
-func (r *Resolver) Action() ActionResolver             { return actionResolver{} }
-func (r *Resolver) Session() SessionResolver           { return sessionResolver{} }
-func (r *Resolver) ActionsQuery() ActionsQueryResolver { return actionsQueryResolver{} }
-func (r *Resolver) KVQuery() KVQueryResolver           { return kvQueryResolver{} }
-func (r *Resolver) AuthQuery() AuthQueryResolver       { return authQueryResolver{} }
+func (r *Resolver) Query() generated.QueryResolver               { return queryResolver{} }
+func (r *Resolver) Mutation() generated.MutationResolver         { return mutationResolver{} }
+func (r *Resolver) Action() generated.ActionResolver             { return actionResolver{} }
+func (r *Resolver) Session() generated.SessionResolver           { return sessionResolver{} }
+func (r *Resolver) ActionsQuery() generated.ActionsQueryResolver { return actionsQueryResolver{} }
+func (r *Resolver) KVQuery() generated.KVQueryResolver           { return kvQueryResolver{} }
+func (r *Resolver) AuthQuery() generated.AuthQueryResolver       { return authQueryResolver{} }
 
 type queryResolver struct{}
 
-func (queryResolver) Action(ctx context.Context, id string, version *int) (*Action, error) {
+func (queryResolver) Action(ctx context.Context, id string, version *int) (model.Action, error) {
 	st := current(ctx)
 	v := 0
 	if version != nil {
@@ -46,7 +48,7 @@ func (queryResolver) Action(ctx context.Context, id string, version *int) (*Acti
 	return selectable(ctx, stored)
 }
 
-func (queryResolver) ActionByName(ctx context.Context, name string) (*Action, error) {
+func (queryResolver) ActionByName(ctx context.Context, name string) (model.Action, error) {
 	stored, err := registry.ActionByName(ctx, current(ctx).env.Work, name)
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, nil
@@ -58,36 +60,40 @@ func (queryResolver) ActionByName(ctx context.Context, name string) (*Action, er
 }
 
 // selectable returns the action when the reader may SELECT it.
-func selectable(ctx context.Context, stored *registry.StoredAction) (*Action, error) {
+func selectable(ctx context.Context, stored *registry.StoredAction) (model.Action, error) {
 	if err := current(ctx).env.Access.check(ctx, policy.Select, registry.ResourceAction, stored.Document()); err != nil {
 		return nil, err
 	}
 	return newAction(stored), nil
 }
 
-func (queryResolver) Actions(ctx context.Context) (*ActionsQuery, error) { return &ActionsQuery{}, nil }
-func (queryResolver) Kv(ctx context.Context) (*KVQuery, error)           { return &KVQuery{}, nil }
-func (queryResolver) Auth(ctx context.Context) (*AuthQuery, error)       { return &AuthQuery{}, nil }
+func (queryResolver) Actions(ctx context.Context) (*model.ActionsQuery, error) {
+	return &model.ActionsQuery{}, nil
+}
+func (queryResolver) Kv(ctx context.Context) (*model.KVQuery, error) { return &model.KVQuery{}, nil }
+func (queryResolver) Auth(ctx context.Context) (*model.AuthQuery, error) {
+	return &model.AuthQuery{}, nil
+}
 
-func (queryResolver) Execution(ctx context.Context, id string) (*Execution, error) {
+func (queryResolver) Execution(ctx context.Context, id string) (model.Execution, error) {
 	return execution(ctx, id)
 }
 
 type mutationResolver struct{}
 
-func (mutationResolver) Actions(ctx context.Context) (*ActionsMutation, error) {
-	return &ActionsMutation{ctx: ctx}, nil
+func (mutationResolver) Actions(ctx context.Context) (model.ActionsMutation, error) {
+	return &actionsMutation{ctx: ctx}, nil
 }
-func (mutationResolver) Kv(ctx context.Context) (*KVMutation, error) {
-	return &KVMutation{ctx: ctx}, nil
+func (mutationResolver) Kv(ctx context.Context) (model.KVMutation, error) {
+	return &kvMutation{ctx: ctx}, nil
 }
-func (mutationResolver) Auth(ctx context.Context) (*AuthMutation, error) {
-	return &AuthMutation{ctx: ctx}, nil
+func (mutationResolver) Auth(ctx context.Context) (model.AuthMutation, error) {
+	return &authMutation{ctx: ctx}, nil
 }
 
 type actionResolver struct{}
 
-func (actionResolver) Executions(ctx context.Context, obj *Action, where *ExecutionWhere, first *int, after *string) (*ExecutionConnection, error) {
+func (actionResolver) Executions(ctx context.Context, obj model.Action, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error) {
 	f := filter(where)
 	f.ActionID = obj.ID()
 	return executions(ctx, f, first, after)
@@ -95,11 +101,11 @@ func (actionResolver) Executions(ctx context.Context, obj *Action, where *Execut
 
 type sessionResolver struct{}
 
-func (sessionResolver) Executions(ctx context.Context, obj *Session, first *int, after *string) (*ExecutionConnection, error) {
-	return executions(ctx, store.ExecutionFilter{ActionID: obj.rec.ServerID, SessionID: obj.rec.ID}, first, after)
+func (sessionResolver) Executions(ctx context.Context, obj model.Session, first *int, after *string) (*model.ExecutionConnection, error) {
+	return executions(ctx, store.ExecutionFilter{ActionID: obj.ActionID(), SessionID: obj.ID()}, first, after)
 }
 
-func filter(where *ExecutionWhere) store.ExecutionFilter {
+func filter(where *model.ExecutionWhere) store.ExecutionFilter {
 	var f store.ExecutionFilter
 	if where == nil {
 		return f
@@ -129,9 +135,9 @@ func decodeInput(input map[string]any, v any) error {
 	if err := decoder.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return &Error{Code: CodeBadRequest, Field: "input." + typeErr.Field, Message: fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), Err: err}
+			return newError(CodeBadRequest, "input."+typeErr.Field, fmt.Sprintf("expected %s, got a JSON %s", typeErr.Type, typeErr.Value), err)
 		}
-		return &Error{Code: CodeBadRequest, Field: "input", Message: err.Error(), Err: err}
+		return newError(CodeBadRequest, "input", err.Error(), err)
 	}
 	return nil
 }

@@ -7,76 +7,66 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 )
 
-// The namespaces of queries hold nothing: their fields are resolvers, which
-// may run concurrently.
-type (
-	ActionsQuery struct{}
-	KVQuery      struct{}
-	AuthQuery    struct{}
-)
-
 // The namespaces of mutations carry the operation's context, so that their
-// fields are methods without one: gqlgen runs such fields one after another
-// in document order, as it runs the root mutation's fields. A resolver with
-// a context would run concurrently with its siblings, and a createAction
-// could miss the tool its sibling before it creates.
+// fields are methods without one (see model.ActionsMutation).
 type (
-	ActionsMutation struct{ ctx context.Context }
-	KVMutation      struct{ ctx context.Context }
-	AuthMutation    struct{ ctx context.Context }
+	actionsMutation struct{ ctx context.Context }
+	kvMutation      struct{ ctx context.Context }
+	authMutation    struct{ ctx context.Context }
 )
 
-// Action is an action version as the API shows it.
-type Action struct {
+// actionVersion is an action version as the API shows it (model.Action).
+type actionVersion struct {
 	stored *registry.StoredAction
 }
 
-func newAction(stored *registry.StoredAction) *Action { return &Action{stored: stored} }
+func newAction(stored *registry.StoredAction) model.Action { return &actionVersion{stored: stored} }
 
-func (a *Action) def() action.Definition { return a.stored.Definition }
+func (a *actionVersion) def() action.Definition { return a.stored.Definition }
 
-func (a *Action) ID() string          { return a.stored.ID }
-func (a *Action) Version() int        { return a.stored.Version }
-func (a *Action) Name() string        { return a.def().Name }
-func (a *Action) Kind() string        { return string(a.def().Kind) }
-func (a *Action) Enabled() bool       { return a.def().IsEnabled() }
-func (a *Action) Deleted() bool       { return a.stored.Deleted }
-func (a *Action) Created() time.Time  { return a.stored.Created }
-func (a *Action) Modified() time.Time { return a.stored.Modified }
+func (a *actionVersion) ID() string          { return a.stored.ID }
+func (a *actionVersion) Version() int        { return a.stored.Version }
+func (a *actionVersion) Name() string        { return a.def().Name }
+func (a *actionVersion) Kind() string        { return string(a.def().Kind) }
+func (a *actionVersion) Enabled() bool       { return a.def().IsEnabled() }
+func (a *actionVersion) Deleted() bool       { return a.stored.Deleted }
+func (a *actionVersion) Created() time.Time  { return a.stored.Created }
+func (a *actionVersion) Modified() time.Time { return a.stored.Modified }
 
-func (a *Action) Description() *string { return optional(a.def().Description) }
+func (a *actionVersion) Description() *string { return optional(a.def().Description) }
 
 // Config is the kind-specific configuration, {} when there is none.
-func (a *Action) Config() (JSON, error) {
+func (a *actionVersion) Config() (model.JSON, error) {
 	if len(a.def().Config) == 0 {
-		return JSON("{}"), nil
+		return model.JSON("{}"), nil
 	}
 	return toJSON(a.def().Config)
 }
 
-func (a *Action) Tool() (JSON, error) {
+func (a *actionVersion) Tool() (model.JSON, error) {
 	if a.def().Tool == nil {
 		return nil, nil
 	}
 	return toJSON(a.def().Tool)
 }
 
-func (a *Action) Agent() (JSON, error) {
+func (a *actionVersion) Agent() (model.JSON, error) {
 	if a.def().Agent == nil {
 		return nil, nil
 	}
 	return toJSON(a.def().Agent)
 }
 
-func (a *Action) Triggers() ([]JSON, error) {
+func (a *actionVersion) Triggers() ([]model.JSON, error) {
 	if a.def().Triggers == nil {
 		return nil, nil
 	}
-	out := make([]JSON, len(a.def().Triggers))
+	out := make([]model.JSON, len(a.def().Triggers))
 	for i, trigger := range a.def().Triggers {
 		raw, err := toJSON(trigger)
 		if err != nil {
@@ -87,33 +77,33 @@ func (a *Action) Triggers() ([]JSON, error) {
 	return out, nil
 }
 
-func (a *Action) Policies() ([]*Policy, error) { return policies(a.def().Policies) }
+func (a *actionVersion) Policies() ([]*model.Policy, error) { return policies(a.def().Policies) }
 
-func (a *Action) Tools() ([]*ToolReference, error) {
-	out := make([]*ToolReference, len(a.def().Tools))
+func (a *actionVersion) Tools() ([]*model.ToolReference, error) {
+	out := make([]*model.ToolReference, len(a.def().Tools))
 	for i, ref := range a.def().Tools {
 		input, err := toJSON(nilIfEmpty(ref.Input))
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &ToolReference{Name: ref.Name, Version: ref.Version, Input: input}
+		out[i] = &model.ToolReference{Name: ref.Name, Version: ref.Version, Input: input}
 	}
 	return out, nil
 }
 
-func (a *Action) Skills() []*SkillReference {
-	out := make([]*SkillReference, len(a.def().Skills))
+func (a *actionVersion) Skills() []*model.SkillReference {
+	out := make([]*model.SkillReference, len(a.def().Skills))
 	for i, ref := range a.def().Skills {
-		out[i] = &SkillReference{Name: ref.Name, Version: ref.Version}
+		out[i] = &model.SkillReference{Name: ref.Name, Version: ref.Version}
 	}
 	return out
 }
 
-func (a *Action) Execution() *ExecutionSettings {
-	return &ExecutionSettings{ResponseTimeout: int(a.def().ResponseTimeout() / time.Second)}
+func (a *actionVersion) Execution() *model.ExecutionSettings {
+	return &model.ExecutionSettings{ResponseTimeout: int(a.def().ResponseTimeout() / time.Second)}
 }
 
-func (a *Action) Session() (JSON, error) {
+func (a *actionVersion) Session() (model.JSON, error) {
 	if a.def().Session == nil {
 		return nil, nil
 	}
@@ -122,7 +112,7 @@ func (a *Action) Session() (JSON, error) {
 
 // Mcp is the mcp block with its defaults filled in, and the server's
 // endpoint path.
-func (a *Action) Mcp(ctx context.Context) (*McpBlock, error) {
+func (a *actionVersion) Mcp(ctx context.Context) (*model.McpBlock, error) {
 	def := a.def()
 	block := def.MCP
 	if block == nil {
@@ -133,53 +123,53 @@ func (a *Action) Mcp(ctx context.Context) (*McpBlock, error) {
 		return nil, err
 	}
 	if session == nil {
-		session = JSON("{}")
+		session = model.JSON("{}")
 	}
 	resources, err := toJSON(nilIfEmptySlice(block.Resources))
 	if err != nil {
 		return nil, err
 	}
-	out := &McpBlock{
+	out := &model.McpBlock{
 		Name:         block.Name,
 		Instructions: optional(block.Instructions),
 		Session:      session,
-		Mode:         McpMode(def.ServerMode()),
-		Intent:       McpIntent(def.ServerIntent()),
+		Mode:         model.McpMode(def.ServerMode()),
+		Intent:       model.McpIntent(def.ServerIntent()),
 		Resources:    resources,
 		Endpoint:     "/mcp/v1/" + url.PathEscape(current(ctx).env.Account) + "/" + url.PathEscape(def.Name),
 	}
 	if block.Limits != nil {
-		out.Limits = &McpLimits{CallsPerMinute: &block.Limits.CallsPerMinute}
+		out.Limits = &model.McpLimits{CallsPerMinute: &block.Limits.CallsPerMinute}
 	}
 	return out, nil
 }
 
 // Definition is the whole stored definition.
-func (a *Action) Definition() (JSON, error) { return toJSON(a.def()) }
+func (a *actionVersion) Definition() (model.JSON, error) { return toJSON(a.def()) }
 
 // History lists every version, oldest first.
-func (a *Action) History(ctx context.Context) ([]*Action, error) {
+func (a *actionVersion) History(ctx context.Context) ([]model.Action, error) {
 	st := current(ctx)
 	versions, err := registry.History(ctx, st.env.Work, a.stored.ID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Action, len(versions))
+	out := make([]model.Action, len(versions))
 	for i, v := range versions {
 		out[i] = newAction(v)
 	}
 	return out, nil
 }
 
-func policies(list []policy.Policy) ([]*Policy, error) {
-	out := make([]*Policy, len(list))
+func policies(list []policy.Policy) ([]*model.Policy, error) {
+	out := make([]*model.Policy, len(list))
 	for i, p := range list {
 		assertions, err := toJSON(nilIfEmpty(p.Assertions))
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &Policy{
-			Effect:     PolicyEffect(p.Effect),
+		out[i] = &model.Policy{
+			Effect:     model.PolicyEffect(p.Effect),
 			Actions:    slices.Clone(p.Actions),
 			Resources:  slices.Clone(p.Resources),
 			Assertions: assertions,

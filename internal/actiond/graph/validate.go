@@ -9,6 +9,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/incusspawn/isx/internal/actiond/graph/generated"
 )
 
 // Operation is what Validate learns of a document's operation.
@@ -29,7 +31,9 @@ type Variable struct {
 }
 
 var (
-	schema    = sync.OnceValue(func() *ast.Schema { return NewExecutableSchema(Config{Resolvers: &Resolver{}}).Schema() })
+	schema = sync.OnceValue(func() *ast.Schema {
+		return generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}}).Schema()
+	})
 	validated = lru.New[*ast.QueryDocument](queryCacheSize)
 )
 
@@ -52,7 +56,7 @@ func Validate(document, operationName string) (*Operation, error) {
 			errs = append(errs, position+e.Message)
 		}
 		if len(errs) > 0 {
-			return nil, &Error{Code: CodeValidationFailed, Message: "the GraphQL document is not valid: " + strings.Join(errs, "; ")}
+			return nil, newError(CodeValidationFailed, "", "the GraphQL document is not valid: "+strings.Join(errs, "; "), nil)
 		}
 		doc = parsed
 		validated.Add(ctx, document, doc)
@@ -75,14 +79,13 @@ func Validate(document, operationName string) (*Operation, error) {
 func pick(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, error) {
 	if name == "" {
 		if len(doc.Operations) != 1 {
-			return nil, &Error{Code: CodeValidationFailed, Field: "operationName",
-				Message: fmt.Sprintf("the document has %d operations: name the one to run", len(doc.Operations))}
+			return nil, newError(CodeValidationFailed, "operationName", fmt.Sprintf("the document has %d operations: name the one to run", len(doc.Operations)), nil)
 		}
 		return doc.Operations[0], nil
 	}
 	operation := doc.Operations.ForName(name)
 	if operation == nil {
-		return nil, &Error{Code: CodeValidationFailed, Field: "operationName", Message: fmt.Sprintf("the document has no operation named %q", name)}
+		return nil, newError(CodeValidationFailed, "operationName", fmt.Sprintf("the document has no operation named %q", name), nil)
 	}
 	return operation, nil
 }

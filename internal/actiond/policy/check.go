@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -164,11 +165,7 @@ func assertionsHold(ctx context.Context, p Policy, contextOf func() map[string]a
 	if len(p.Assertions) == 0 {
 		return true, nil
 	}
-	names := make([]string, 0, len(p.Assertions))
-	for name := range p.Assertions {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(p.Assertions))
 	vars := map[string]any{"context": contextOf()}
 	for _, name := range names {
 		program, err := compileAssertion(p.Assertions[name])

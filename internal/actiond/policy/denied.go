@@ -26,8 +26,13 @@ type Denied struct {
 	AssertionErrors []AssertionError
 }
 
-// Code is ACCESS_DENIED.
-func (d *Denied) Code() string { return CodeAccessDenied }
+// ErrorCode is ACCESS_DENIED; with ErrorHint it makes a denial a coded
+// error that coded.CodeOf and coded.HintOf read. Its message is built from
+// its fields, so it does not embed coded.Base.
+func (d *Denied) ErrorCode() string { return CodeAccessDenied }
+
+// ErrorHint is Hint.
+func (d *Denied) ErrorHint() string { return d.Hint() }
 
 // Error is the public message.
 func (d *Denied) Error() string {

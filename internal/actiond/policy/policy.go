@@ -6,8 +6,11 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Effect is ALLOW or DENY.
@@ -44,23 +47,24 @@ type Policy struct {
 	Assertions map[string]string `json:"assertions,omitempty"`
 }
 
+// CodeInvalid is the GraphQL error code of an invalid policy.
+const CodeInvalid = "BAD_REQUEST"
+
 // InvalidError is a policy that cannot be stored. Path is relative to the
 // policy list, such as "[2].assertions.owner".
 type InvalidError struct {
-	Index   int
-	Field   string // "effect", "actions", "resources", "assertions.<name>"
-	Message string
-	Err     error
+	coded.Base
+	Index int
+	Field string // "effect", "actions", "resources", "assertions.<name>"
+}
+
+func invalid(index int, field string, cause error, format string, args ...any) *InvalidError {
+	return &InvalidError{Base: coded.Base{Code: CodeInvalid, Message: fmt.Sprintf(format, args...), Err: cause}, Index: index, Field: field}
 }
 
 func (e *InvalidError) Error() string {
 	return fmt.Sprintf("policies[%d].%s: %s", e.Index, e.Field, e.Message)
 }
-
-func (e *InvalidError) Unwrap() error { return e.Err }
-
-// Code is the GraphQL error code of an invalid policy.
-func (e *InvalidError) Code() string { return "BAD_REQUEST" }
 
 // Path is the field path inside the policy list, such as "[2].actions[0]".
 func (e *InvalidError) Path() string { return fmt.Sprintf("[%d].%s", e.Index, e.Field) }
@@ -70,7 +74,7 @@ func (e *InvalidError) Path() string { return fmt.Sprintf("[%d].%s", e.Index, e.
 func Validate(policies []Policy) error {
 	for i, p := range policies {
 		if p.Effect != Allow && p.Effect != Deny {
-			return &InvalidError{Index: i, Field: "effect", Message: fmt.Sprintf("effect %q must be ALLOW or DENY", p.Effect)}
+			return invalid(i, "effect", nil, "effect %q must be ALLOW or DENY", p.Effect)
 		}
 		if err := validatePatterns(i, "actions", p.Actions); err != nil {
 			return err
@@ -78,17 +82,13 @@ func Validate(policies []Policy) error {
 		if err := validatePatterns(i, "resources", p.Resources); err != nil {
 			return err
 		}
-		names := make([]string, 0, len(p.Assertions))
-		for name := range p.Assertions {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(p.Assertions))
 		for _, name := range names {
 			if strings.TrimSpace(name) == "" {
-				return &InvalidError{Index: i, Field: "assertions", Message: "an assertion needs a name"}
+				return invalid(i, "assertions", nil, "an assertion needs a name")
 			}
 			if _, err := compileAssertion(p.Assertions[name]); err != nil {
-				return &InvalidError{Index: i, Field: "assertions." + name, Message: err.Error(), Err: err}
+				return invalid(i, "assertions."+name, err, "%s", err.Error())
 			}
 		}
 	}
@@ -97,11 +97,11 @@ func Validate(policies []Policy) error {
 
 func validatePatterns(index int, field string, patterns []string) error {
 	if len(patterns) == 0 {
-		return &InvalidError{Index: index, Field: field, Message: fmt.Sprintf("a policy needs at least one entry in %s", field)}
+		return invalid(index, field, nil, "a policy needs at least one entry in %s", field)
 	}
 	for j, pattern := range patterns {
 		if strings.TrimSpace(pattern) == "" || pattern != strings.TrimSpace(pattern) {
-			return &InvalidError{Index: index, Field: fmt.Sprintf("%s[%d]", field, j), Message: fmt.Sprintf("%q is not a valid pattern: it is empty or has surrounding spaces", pattern)}
+			return invalid(index, fmt.Sprintf("%s[%d]", field, j), nil, "%q is not a valid pattern: it is empty or has surrounding spaces", pattern)
 		}
 	}
 	return nil

@@ -212,7 +212,7 @@ func TestLayersAndDenials_ACT127_ACT132(t *testing.T) {
 			if !errors.As(err, &denied) {
 				t.Fatalf("want *Denied, got %v", err)
 			}
-			if denied.Code() != "ACCESS_DENIED" || denied.Layer != c.layer || denied.PolicyIndex != c.index {
+			if denied.ErrorCode() != "ACCESS_DENIED" || denied.Layer != c.layer || denied.PolicyIndex != c.index {
 				t.Fatalf("denial %+v", denied)
 			}
 			public := denied.Error() + " " + denied.Hint()

@@ -250,15 +250,7 @@ func History(ctx context.Context, w *store.Work, id string) ([]*StoredAction, er
 	if len(rows) == 0 {
 		return nil, notFound("id", "no action with ID %s", id)
 	}
-	out := make([]*StoredAction, 0, len(rows))
-	for _, row := range rows {
-		var stored StoredAction
-		if err := decodeRow(row, &stored); err != nil {
-			return nil, err
-		}
-		out = append(out, &stored)
-	}
-	return out, nil
+	return decodeRows[StoredAction](rows)
 }
 
 // Resolver resolves action names through a unit of work, so a definition
@@ -306,9 +298,15 @@ func (r *Resolver) Resolve(ctx context.Context, name string, version int) (actio
 	return target, nil
 }
 
-func decodeRow(row store.Row, v any) error {
-	if err := json.Unmarshal(row.Value, v); err != nil {
-		return fmt.Errorf("registry: the stored %s row %q does not decode: %w", row.Table, row.Key, err)
+// decodeRows decodes scanned rows, each into a T.
+func decodeRows[T any](rows []store.Row) ([]*T, error) {
+	out := make([]*T, 0, len(rows))
+	for _, row := range rows {
+		v := new(T)
+		if err := json.Unmarshal(row.Value, v); err != nil {
+			return nil, fmt.Errorf("registry: the stored %s row %q does not decode: %w", row.Table, row.Key, err)
+		}
+		out = append(out, v)
 	}
-	return nil
+	return out, nil
 }

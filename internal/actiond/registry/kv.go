@@ -115,13 +115,5 @@ func ListKV(ctx context.Context, w *store.Work, namespace, after string, limit i
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*KVValue, 0, len(rows))
-	for _, row := range rows {
-		var kv KVValue
-		if err := decodeRow(row, &kv); err != nil {
-			return nil, err
-		}
-		out = append(out, &kv)
-	}
-	return out, nil
+	return decodeRows[KVValue](rows)
 }

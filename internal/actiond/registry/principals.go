@@ -53,7 +53,7 @@ func PutPrincipal(ctx context.Context, w *store.Work, name string, policies []po
 	if err := policy.Validate(policies); err != nil {
 		var bad *policy.InvalidError
 		if errors.As(err, &bad) {
-			return nil, &Error{Code: CodeBadRequest, Field: "policies" + bad.Path(), Message: bad.Message, Err: err}
+			return nil, newError(CodeBadRequest, "policies"+bad.Path(), err, "%s", bad.Message)
 		}
 		return nil, err
 	}
@@ -92,15 +92,7 @@ func Principals(ctx context.Context, w *store.Work, after string, limit int) ([]
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*StoredPrincipal, 0, len(rows))
-	for _, row := range rows {
-		var stored StoredPrincipal
-		if err := decodeRow(row, &stored); err != nil {
-			return nil, err
-		}
-		out = append(out, &stored)
-	}
-	return out, nil
+	return decodeRows[StoredPrincipal](rows)
 }
 
 // DeletePrincipal removes a principal, which leaves its tokens with no

@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Tables of the registry's rows.
@@ -72,14 +73,18 @@ var (
 )
 
 // Error is a refused registry operation. Field names the argument or input
-// field at fault, when there is one.
+// field at fault, when there is one; the cause is one of the sentinels above.
 type Error struct {
-	Code    string
-	Field   string
-	Message string
-	Err     error
+	coded.Base
+	Field string
 }
 
+func newError(code, field string, cause error, format string, args ...any) *Error {
+	return &Error{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: cause}, Field: field}
+}
+
+// Error is the field, then the message; the sentinel it wraps adds nothing
+// a person needs.
 func (e *Error) Error() string {
 	if e.Field == "" {
 		return e.Message
@@ -87,18 +92,16 @@ func (e *Error) Error() string {
 	return e.Field + ": " + e.Message
 }
 
-func (e *Error) Unwrap() error { return e.Err }
-
 func notFound(field, format string, args ...any) *Error {
-	return &Error{Code: CodeNotFound, Field: field, Message: fmt.Sprintf(format, args...), Err: ErrNotFound}
+	return newError(CodeNotFound, field, ErrNotFound, format, args...)
 }
 
 func alreadyExists(field, format string, args ...any) *Error {
-	return &Error{Code: CodeAlreadyExists, Field: field, Message: fmt.Sprintf(format, args...), Err: ErrAlreadyExists}
+	return newError(CodeAlreadyExists, field, ErrAlreadyExists, format, args...)
 }
 
 func invalid(field, format string, args ...any) *Error {
-	return &Error{Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...), Err: ErrInvalid}
+	return newError(CodeBadRequest, field, ErrInvalid, format, args...)
 }
 
 // get reads a row through the work and decodes it into v; ok is false when

@@ -61,7 +61,10 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 		token := p.Token(server.LocalPrincipal, "loader")
 
 		record := &sent{requests: map[float64]string{}, answers: map[float64]map[string]any{}}
+		// The kill comes once the clients have had 1,500 answers.
+		const answersBeforeKill = 1500
 		var answered atomic.Int64
+		enough := make(chan struct{})
 		transport := &http.Transport{MaxIdleConnsPerHost: 32}
 		client := &http.Client{Transport: transport, Timeout: time.Minute}
 		var wg sync.WaitGroup
@@ -83,15 +86,24 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 					record.mu.Lock()
 					record.answers[id] = reply.RPC
 					record.mu.Unlock()
-					answered.Add(1)
+					if answered.Add(1) == answersBeforeKill {
+						close(enough)
+					}
 				}
 			}()
 		}
-		for answered.Load() < 1500 {
-			time.Sleep(5 * time.Millisecond)
+		clientsDone := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(clientsDone)
+		}()
+		select {
+		case <-enough:
+		case <-clientsDone:
+			t.Fatalf("the clients stopped after %d answers, before the kill:\n%s", answered.Load(), p.Log())
 		}
 		p.Kill()
-		wg.Wait()
+		<-clientsDone
 		transport.CloseIdleConnections()
 
 		restarted := at.StartProcess(t, binary, opts, "")
@@ -118,7 +130,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				// recorded FAILED with the reason its client got, ran nothing.
 				refusals++
 				if e["status"] != "FAILED" || got && at.Dig(e, "error", "code") != at.Dig(answer, "error", "data", "code") || len(e["calls"].([]any)) != 0 {
-					t.Errorf("refusal %v: %s, the client got %s", e["id"], asJSON(e), asJSON(answer))
+					t.Errorf("refusal %v: %s, the client got %s", e["id"], at.AsJSON(e), at.AsJSON(answer))
 				}
 				if _, wrote := rows[k]; wrote {
 					t.Errorf("refused id %v wrote its row", id)
@@ -133,7 +145,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				}
 				if got {
 					if claimed := answerOf(answer); !jsonEqualValues(e["output"], claimed) {
-						t.Errorf("id %v: recorded output %s, the client received %s", id, asJSON(e["output"]), asJSON(claimed))
+						t.Errorf("id %v: recorded output %s, the client received %s", id, at.AsJSON(e["output"]), at.AsJSON(claimed))
 					}
 				} else {
 					unanswered++
@@ -147,7 +159,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 					t.Errorf("id %v was answered but its record is RUNNING", id)
 				}
 				if e["output"] != nil || e["endedAt"] != nil || len(e["calls"].([]any)) != 0 {
-					t.Errorf("RUNNING leftover %v claims an answer: %s", e["id"], asJSON(e))
+					t.Errorf("RUNNING leftover %v claims an answer: %s", e["id"], at.AsJSON(e))
 				}
 				if _, wrote := rows[k]; wrote {
 					t.Errorf("RUNNING leftover %v wrote its row", e["id"])
@@ -167,7 +179,7 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 				throttled++
 				continue
 			}
-			t.Errorf("id %v was answered (%s) but is not recorded", id, asJSON(answer))
+			t.Errorf("id %v was answered (%s) but is not recorded", id, at.AsJSON(answer))
 		}
 		session := env.Session(serverID, at.SessionIDFor(server.LocalPrincipal, "loader"))
 		states := map[string]int{}
@@ -224,12 +236,7 @@ func kvRows(t *testing.T, env *at.Env, namespace string) map[string]any {
 	}
 }
 
-func asJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func jsonEqualValues(a, b any) bool { return asJSON(normalize(a)) == asJSON(normalize(b)) }
+func jsonEqualValues(a, b any) bool { return at.AsJSON(normalize(a)) == at.AsJSON(normalize(b)) }
 
 func normalize(v any) any {
 	var out any

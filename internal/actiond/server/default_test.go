@@ -14,25 +14,6 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
 )
 
-func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
-	}
-	return res
-}
-
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // ACT-579..582, ACT-584..592, ACT-594..597: the local environment's default
 // server: the native graphql and cel and the audit tool, policies allowing
 // everything (so the principal's own bound each request), LIVE, intent
@@ -51,13 +32,13 @@ func TestDefaultServer(t *testing.T) {
 				var names []string
 				for _, tool := range list.Tools {
 					names = append(names, tool.Name)
-					schema := asJSON(tool.InputSchema)
-					if !strings.Contains(schema, `"intent"`) || !slices.Contains(anyStrings(normalize(tool.InputSchema).(map[string]any)["required"]), "intent") {
+					schema := at.AsJSON(tool.InputSchema)
+					if !strings.Contains(schema, `"intent"`) || !slices.Contains(at.Strings(normalize(tool.InputSchema).(map[string]any)["required"]), "intent") {
 						t.Errorf("%s does not require intent: %s", tool.Name, schema)
 					}
 					if tool.Name == "audit" {
 						if !tool.Annotations.ReadOnlyHint {
-							t.Errorf("audit is not read-only: %s", asJSON(tool.Annotations))
+							t.Errorf("audit is not read-only: %s", at.AsJSON(tool.Annotations))
 						}
 						if strings.Contains(schema, "session_id") || strings.Contains(schema, `"server"`) {
 							t.Errorf("audit lists its fixed input: %s", schema)
@@ -71,40 +52,40 @@ func TestDefaultServer(t *testing.T) {
 				}
 
 				// Intent is required.
-				res := callTool(t, alice, "cel", map[string]any{"expression": "1 + 1"})
-				if !res.IsError || !strings.Contains(resultText(res), "intent") {
-					t.Errorf("a call without intent: %s", resultText(res))
+				res := at.CallTool(t, alice, "cel", map[string]any{"expression": "1 + 1"})
+				if !res.IsError || !strings.Contains(at.Text(res), "intent") {
+					t.Errorf("a call without intent: %s", at.Text(res))
 				}
 				// LIVE: the write commits, with no preview marker.
-				res = callTool(t, alice, "graphql", map[string]any{"intent": "Record a note.",
+				res = at.CallTool(t, alice, "graphql", map[string]any{"intent": "Record a note.",
 					"query": `mutation { kv { put(namespace: "notes", key: "a", value: {text: "hi"}) { key } } }`})
 				if res.IsError || res.Meta["com.twisp/preview"] != nil {
-					t.Fatalf("graphql write: %s %s", resultText(res), asJSON(res.Meta))
+					t.Fatalf("graphql write: %s %s", at.Text(res), at.AsJSON(res.Meta))
 				}
 				if got := env.KV("notes", "a"); !jsonEqualValues(got, map[string]any{"text": "hi"}) {
-					t.Errorf("the default server's write reads %s", asJSON(got))
+					t.Errorf("the default server's write reads %s", at.AsJSON(got))
 				}
-				res = callTool(t, alice, "cel", map[string]any{"intent": "Fail on purpose.", "expression": "1 / 0"})
+				res = at.CallTool(t, alice, "cel", map[string]any{"intent": "Fail on purpose.", "expression": "1 / 0"})
 				if !res.IsError {
-					t.Errorf("1 / 0: %s", resultText(res))
+					t.Errorf("1 / 0: %s", at.Text(res))
 				}
 				// The principal's own policies bound each request.
 				env.PutPrincipal("reader", []map[string]any{at.Allow([]string{"SELECT", "INVOKE"}, "*")})
 				reader := env.Connect("default", env.Token("reader", "rita"), rev)
-				res = callTool(t, reader, "graphql", map[string]any{"intent": "Try to write.",
+				res = at.CallTool(t, reader, "graphql", map[string]any{"intent": "Try to write.",
 					"query": `mutation { kv { put(namespace: "notes", key: "b", value: {text: "no"}) { key } } }`})
-				if !res.IsError || !strings.Contains(resultText(res), "the principal's policies") {
-					t.Errorf("a reader's write through default: %s", resultText(res))
+				if !res.IsError || !strings.Contains(at.Text(res), "the principal's policies") {
+					t.Errorf("a reader's write through default: %s", at.Text(res))
 				}
 
 				// audit: its own session, oldest first.
-				res = callTool(t, alice, "audit", map[string]any{"intent": "Review what I did.", "session_id": "someone-else", "server": "other"})
+				res = at.CallTool(t, alice, "audit", map[string]any{"intent": "Review what I did.", "session_id": "someone-else", "server": "other"})
 				if res.IsError {
-					t.Fatalf("audit: %s", resultText(res))
+					t.Fatalf("audit: %s", at.Text(res))
 				}
 				out := normalize(res.StructuredContent).(map[string]any)
 				if out["server"] != "default" || out["session_id"] != at.SessionIDFor(server.LocalPrincipal, "alice") || out["complete"] != true {
-					t.Errorf("audit answered %s", asJSON(out))
+					t.Errorf("audit answered %s", at.AsJSON(out))
 				}
 				steps := out["steps"].([]any)
 				// A GraphQL step names the operation's head: its first 80 characters.
@@ -113,14 +94,14 @@ func TestDefaultServer(t *testing.T) {
 					wantDid[0] = "initialize"
 				}
 				if len(steps) != len(wantDid) {
-					t.Fatalf("audit steps %s", asJSON(steps))
+					t.Fatalf("audit steps %s", at.AsJSON(steps))
 				}
 				wantStatus := []string{"SUCCEEDED", "SUCCEEDED", "TOOL_ERROR", "SUCCEEDED", "TOOL_ERROR"}
 				wantIntent := []any{nil, nil, nil, "Record a note.", "Fail on purpose."}
 				for i, s := range steps {
 					step := s.(map[string]any)
 					if step["did"] != wantDid[i] || step["status"] != wantStatus[i] || step["intent"] != wantIntent[i] || step["at"] == nil {
-						t.Errorf("step %d: %s, want did %q status %s intent %v", i, asJSON(step), wantDid[i], wantStatus[i], wantIntent[i])
+						t.Errorf("step %d: %s, want did %q status %s intent %v", i, at.AsJSON(step), wantDid[i], wantStatus[i], wantIntent[i])
 					}
 					if e := env.Execution(step["execution_id"].(string)); e == nil {
 						t.Errorf("step %d's execution_id does not resolve", i)
@@ -130,21 +111,21 @@ func TestDefaultServer(t *testing.T) {
 					}
 				}
 				// ACT-593: complete is false when there were more steps.
-				res = callTool(t, alice, "audit", map[string]any{"intent": "Only the last two.", "limit": 2})
+				res = at.CallTool(t, alice, "audit", map[string]any{"intent": "Only the last two.", "limit": 2})
 				out = normalize(res.StructuredContent).(map[string]any)
 				if out["complete"] != false || len(out["steps"].([]any)) != 2 {
-					t.Errorf("audit with limit 2: %s", asJSON(out))
+					t.Errorf("audit with limit 2: %s", at.AsJSON(out))
 				}
 				// ACT-587: each subject has a session of its own.
 				bob := env.Connect("default", env.Token(server.LocalPrincipal, "bob"), rev)
-				res = callTool(t, bob, "audit", map[string]any{"intent": "Review."})
+				res = at.CallTool(t, bob, "audit", map[string]any{"intent": "Review."})
 				out = normalize(res.StructuredContent).(map[string]any)
 				if out["session_id"] != at.SessionIDFor(server.LocalPrincipal, "bob") || len(out["steps"].([]any)) != 1 {
-					t.Errorf("bob's audit: %s", asJSON(out))
+					t.Errorf("bob's audit: %s", at.AsJSON(out))
 				}
 				// ACT-580: the default server is an ordinary action.
 				env.UpdateAction(server.DefaultServerID, map[string]any{"description": "changed"})
-				res = callTool(t, alice, "cel", map[string]any{"intent": "After the change.", "expression": "'ok'"})
+				res = at.CallTool(t, alice, "cel", map[string]any{"intent": "After the change.", "expression": "'ok'"})
 				if _, version := meta(res.Meta); version != "2" {
 					t.Errorf("after updateAction the default server answers at version %q", version)
 				}
@@ -157,15 +138,4 @@ func meta(m mcp.Meta) (name, version string) {
 	name, _ = at.Dig(map[string]any(m), "io.modelcontextprotocol/serverInfo", "name").(string)
 	version, _ = at.Dig(map[string]any(m), "io.modelcontextprotocol/serverInfo", "version").(string)
 	return name, version
-}
-
-func anyStrings(v any) []string {
-	var out []string
-	list, _ := v.([]any)
-	for _, item := range list {
-		if s, ok := item.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
 }

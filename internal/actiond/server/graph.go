@@ -62,5 +62,5 @@ func (f operationFailure) ToolFailure() *engine.Failure {
 		}
 		details = append(details, detail)
 	}
-	return &engine.Failure{Code: code, Message: strings.Join(messages, "\n"), Hint: hint, Detail: details}
+	return engine.NewFailure(code, strings.Join(messages, "\n"), hint).WithDetail(details)
 }

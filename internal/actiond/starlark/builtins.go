@@ -8,6 +8,8 @@ import (
 	starjson "go.starlark.net/lib/json"
 	star "go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Names the runtime predeclares besides CEL's pure functions.
@@ -69,11 +71,11 @@ func (m *toolsModule) Attr(name string) (star.Value, error) {
 }
 
 func notDeclared(what string) *Error {
-	return &Error{
+	return &Error{Base: coded.Base{
 		Code:    CodeToolNotDeclared,
 		Message: what + " is not offered to this script",
 		Hint:    "Call only the tools the server or action lists; graphql() and cel() need the native tool of that name listed.",
-	}
+	}}
 }
 
 // toolFunction is tools.<name>.
@@ -178,11 +180,11 @@ func celBuiltin(thread *star.Thread, fn *star.Builtin, args star.Tuple, kwargs [
 }
 
 func limitExceeded(limit int, what string) *Error {
-	return &Error{
+	return &Error{Base: coded.Base{
 		Code:    CodeLimitExceeded,
 		Message: fmt.Sprintf("the script made more than %d %s, its limit", limit, what),
 		Hint:    "Make fewer calls in one script, for example by asking for more in each call, or split the work across several scripts.",
-	}
+	}}
 }
 
 // answer turns what a call returned into the script's value: the output, or

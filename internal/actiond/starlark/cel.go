@@ -14,11 +14,12 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // CEL's pure functions are builtins of every script, evaluated inside it by
-// the platform's CEL environment (internal/expr), so they mean exactly what
-// they mean in CEL and no call is recorded:
+// the platform's CEL environment (internal/actiond/expr), so they mean
+// exactly what they mean in CEL and no call is recorded:
 //
 //	decimal("10.50"), decimal(3)        a decimal; d.round(places)
 //	money("5", "USD"), money(d, "USD")  a money; m.amount(), m.currency()
@@ -60,11 +61,11 @@ func pureBuiltins() star.StringDict {
 
 func impure(call, reads string) *star.Builtin {
 	return star.NewBuiltin(strings.TrimSuffix(call, "()"), func(*star.Thread, *star.Builtin, star.Tuple, []star.Tuple) (star.Value, error) {
-		return nil, &Error{
+		return nil, &Error{Base: coded.Base{
 			Code:    CodeActionFailure,
 			Message: fmt.Sprintf("%s reads %s, so it is not a builtin: call cel(%q) instead", call, reads, call),
 			Hint:    "cel() needs the native tool cel listed, and each call is recorded.",
-		}
+		}}
 	})
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // ACT-329: CEL's pure functions are builtins that run inside the script, with
-// CEL's meaning (internal/expr) and no cel call, even when the host offers no
+// CEL's meaning (internal/actiond/expr) and no cel call, even when the host offers no
 // cel.
 func TestPureBuiltinsACT329(t *testing.T) {
 	host := echoHost()

@@ -8,6 +8,8 @@ import (
 
 	"go.starlark.net/resolve"
 	"go.starlark.net/syntax"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Position is a place in a script.
@@ -90,11 +92,11 @@ func Check(script Script) (*Analysis, error) {
 }
 
 func invalid(message string) *Error {
-	return &Error{
+	return &Error{Base: coded.Base{
 		Code:    CodeInputInvalid,
 		Message: message,
 		Hint:    "Fix the script at the position the message gives; a script defines def run(event): and returns its result.",
-	}
+	}}
 }
 
 // staticError renders parse and resolve errors with their positions.

@@ -3,6 +3,7 @@ package starlark
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"reflect"
@@ -188,11 +189,7 @@ func starValue(v any, depth int) (star.Value, error) {
 	case json.Number:
 		return numberValue(v)
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for key := range v {
-			keys = append(keys, key)
-		}
-		slices.Sort(keys)
+		keys := slices.Sorted(maps.Keys(v))
 		dict := star.NewDict(len(v))
 		for _, key := range keys {
 			value, err := starValue(v[key], depth+1)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	star "go.starlark.net/starlark"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Error codes of script failures. A tool error keeps its own code.
@@ -43,20 +45,17 @@ const (
 // error line ("Error in tools.get_account: …"), and Err is the error the Host
 // returned, so the caller can record it in full.
 type Error struct {
-	Code    string
-	Message string
-	Hint    string
-	Err     error
+	coded.Base
 }
 
+// Error is the code, then the message; the cause stays in Err, for the
+// record.
 func (e *Error) Error() string {
 	if e.Code == "" {
 		return e.Message
 	}
 	return e.Code + ": " + e.Message
 }
-
-func (e *Error) Unwrap() error { return e.Err }
 
 const builtinFile = "<builtin>"
 
@@ -109,26 +108,26 @@ func (r *run) failure(err error) error {
 	case r.hostErr != nil:
 		return fmt.Errorf("starlark %s: host failed: %w", r.file, r.hostErr)
 	case r.stepsExceeded:
-		return &Error{
+		return &Error{Base: coded.Base{
 			Code:    CodeLimitExceeded,
 			Message: traceback(r.file, stack, fmt.Sprintf("the script exceeded its limit of %d execution steps", r.limits.MaxSteps)),
 			Hint:    "Do less work in one script: loop over fewer items, or split the work across several calls.",
-		}
+		}}
 	}
-	var coded *Error
-	if errors.As(err, &coded) {
-		code := coded.Code
+	var raised *Error
+	if errors.As(err, &raised) {
+		code := raised.Code
 		if code == "" {
 			code = CodeActionFailure
 		}
-		return &Error{Code: code, Message: traceback(r.file, stack, coded.Message), Hint: coded.Hint, Err: cause}
+		return &Error{Base: coded.Base{Code: code, Message: traceback(r.file, stack, raised.Message), Hint: raised.Hint, Err: cause}}
 	}
-	return &Error{
+	return &Error{Base: coded.Base{
 		Code:    CodeActionFailure,
 		Message: traceback(r.file, stack, message),
 		Hint:    "The traceback names the line of the script that failed.",
 		Err:     cause,
-	}
+	}}
 }
 
 func stopped(ctx context.Context, message string) *Error {
@@ -136,12 +135,12 @@ func stopped(ctx context.Context, message string) *Error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		code = CodeDeadlineExceeded
 	}
-	return &Error{
+	return &Error{Base: coded.Base{
 		Code:    code,
 		Message: message,
 		Hint:    "The script ran past its deadline or its request was cancelled; make it do less, or make fewer calls.",
 		Err:     contextErr(ctx),
-	}
+	}}
 }
 
 // contextErr keeps ctx.Err() in the chain even when a custom cause replaces it.

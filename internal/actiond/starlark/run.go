@@ -31,6 +31,8 @@ import (
 	"fmt"
 
 	star "go.starlark.net/starlark"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Script is one Starlark source. Name is the file name its tracebacks show:
@@ -111,7 +113,7 @@ func Run(ctx context.Context, script Script, event map[string]any, host Host, li
 	}
 	eventValue, err := fromJSON(event)
 	if err != nil {
-		return nil, &Error{Code: CodeInputInvalid, Message: "the event is not JSON: " + err.Error(), Err: err}
+		return nil, &Error{Base: coded.Base{Code: CodeInputInvalid, Message: "the event is not JSON: " + err.Error(), Err: err}}
 	}
 	if ctx.Err() != nil {
 		return nil, stopped(ctx, "the script was stopped before it ran: "+context.Cause(ctx).Error())
@@ -132,11 +134,11 @@ func Run(ctx context.Context, script Script, event map[string]any, host Host, li
 	}
 	out, err := toJSON(result, "the value run returned")
 	if err != nil {
-		return nil, &Error{
+		return nil, &Error{Base: coded.Base{
 			Code:    CodeActionFailure,
 			Message: "Error: " + err.Error(),
 			Hint:    "Return None, a bool, number, string, list, tuple, dict with string keys, or struct of those.",
-		}
+		}}
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/expr"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // fakeHost is the unit-test seam for Host; the MCP endpoint's integration
@@ -51,7 +52,7 @@ func echoHost() *fakeHost {
 		tools: map[string]func(any) (any, error){
 			"echo": func(input any) (any, error) { return input, nil },
 			"deny": func(any) (any, error) {
-				return nil, &Error{Code: "policy_denied", Message: "INSERT on financial.KVValue denied by the server", Hint: "ask for INSERT", Err: errors.New("full detail: policy 3 of action 42")}
+				return nil, &Error{Base: coded.Base{Code: "policy_denied", Message: "INSERT on financial.KVValue denied by the server", Hint: "ask for INSERT", Err: errors.New("full detail: policy 3 of action 42")}}
 			},
 		},
 		natives: map[string]bool{NativeGraphQL: true, NativeCEL: true},

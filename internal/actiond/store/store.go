@@ -23,6 +23,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Dialect names the database behind a Store.
@@ -33,15 +34,26 @@ const (
 	Postgres Dialect = "postgres"
 )
 
+// Codes of the store's errors.
+const (
+	CodeNotFound   = "store_not_found"
+	CodeConflict   = "store_conflict"
+	CodeContention = "store_contention"
+)
+
+// The store's errors, wrapped with what was asked; match them with
+// errors.Is.
 var (
 	// ErrNotFound is returned when a row or record does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = coded.New(CodeNotFound, "not found")
 	// ErrConflict is returned when a row changed since it was read, or a row
 	// that must be new already exists.
-	ErrConflict = errors.New("the row changed since it was read")
+	ErrConflict = coded.New(CodeConflict, "the row changed since it was read").
+			WithHint("Read the row again and retry the transaction.")
 	// ErrContention is returned when a transaction could not get its locks in
 	// time because many requests wanted the same rows; retrying may succeed.
-	ErrContention = errors.New("the database was too busy to take this transaction; retry")
+	ErrContention = coded.New(CodeContention, "the database was too busy to take this transaction; retry").
+			WithHint("Retry the transaction.")
 )
 
 // Options say which database to open.

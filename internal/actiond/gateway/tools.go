@@ -19,11 +19,6 @@ type Runner interface {
 	Call(ctx context.Context, call *engine.Call) engine.Outcome
 }
 
-// failureResult renders a call's failure as a tool error.
-func failureResult(f *engine.Failure) *mcp.CallToolResult {
-	return toolError(f.Code, f.Message, f.Hint)
-}
-
 func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsResult, error) {
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
 	offered := []map[string]any{}
@@ -69,10 +64,10 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 		return nil, ctx.Err() // the middleware answers mcp_request_deadline
 	}
 	output := map[string]any{"isError": result.IsError}
-	if failure, ok := result.Meta["com.twisp/error"].(map[string]any); ok {
+	if failure, ok := toolErrors.Of(result); ok {
 		// Why the external agent got a tool error, also when no call ran
 		// (a missing intent, a closed session).
-		output["error"] = map[string]any{"code": failure["code"], "message": failure["message"]}
+		output["error"] = map[string]any{"code": failure.Code, "message": failure.Message}
 	}
 	ex.setInvocation("output", output)
 	return result, nil
@@ -123,7 +118,7 @@ func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *engine.Fai
 		if errors.As(err, &aerr) {
 			message = aerr.Message
 		}
-		return nil, &engine.Failure{Code: code, Message: message, Hint: "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again."}
+		return nil, engine.NewFailure(code, message, "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again.")
 	}
 	if intent != "" {
 		ex.setInvocation("intent", intent)
@@ -139,8 +134,8 @@ func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]
 	scope := action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
 	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, scope, args)
 	if err != nil {
-		return nil, &engine.Failure{Code: engine.CodeCELEvaluation, Message: "The server's fixed input for this tool could not be evaluated.",
-			Hint: "Ask the server's owner to fix the tool reference's fixed input.", Detail: err.Error()}
+		return nil, engine.NewFailure(engine.CodeCELEvaluation, "The server's fixed input for this tool could not be evaluated.",
+			"Ask the server's owner to fix the tool reference's fixed input.").WithDetail(err.Error())
 	}
 	return out, nil
 }
@@ -161,31 +156,7 @@ func toolResult(output any) *mcp.CallToolResult {
 	return res
 }
 
-func (ex *exchange) setInvocation(key string, value any) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.invocation == nil {
-		ex.invocation = map[string]any{}
-	}
-	ex.invocation[key] = value
-}
-
-func (ex *exchange) recordCall(e *store.Execution) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.calls = append(ex.calls, e)
-}
-
-func (ex *exchange) addUse(u store.Use) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.uses = append(ex.uses, u)
-}
-
-func (ex *exchange) ensureWork(h *Handler) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.work == nil {
-		ex.work = h.opts.Store.NewWork(ex.account)
-	}
+// failureResult renders a call's failure as a tool error.
+func failureResult(f *engine.Failure) *mcp.CallToolResult {
+	return toolError(f.Code, f.Message, f.Hint)
 }
