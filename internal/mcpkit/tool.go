@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"strings"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -41,8 +43,8 @@ type Tool[In, Out any] struct {
 	// check and result are compiled on first use: a program defines all
 	// its tools when it starts, and compiling a schema costs some ten
 	// times what deriving it does.
-	check  func() *Validator
-	result func() *Validator
+	check  func() *checker
+	result func() *checker
 }
 
 // Validating is implemented by argument types that check more than a
@@ -58,8 +60,8 @@ func NewTool[In, Out any](spec Spec) *Tool[In, Out] {
 		input, output = spec.Shape(input, output)
 	}
 	return &Tool[In, Out]{spec: spec, input: input, output: output,
-		check:  sync.OnceValue(func() *Validator { return MustCompile(input) }),
-		result: sync.OnceValue(func() *Validator { return MustCompile(output) })}
+		check:  sync.OnceValue(func() *checker { return mustChecker(spec.Name, input) }),
+		result: sync.OnceValue(func() *checker { return mustChecker(spec.Name, output) })}
 }
 
 // Name is the tool's name.
@@ -88,33 +90,60 @@ var ErrNotObject = errors.New("tools/call arguments must be a JSON object")
 // are the empty object. A failure is ErrNotObject, an *InvalidError naming
 // the argument at fault, or what In's Validate returned.
 func (t *Tool[In, Out]) Decode(raw json.RawMessage) (In, error) {
-	var in In
+	var zero In
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		trimmed = []byte("{}")
 	}
-	if trimmed[0] != '{' || !json.Valid(trimmed) {
-		return in, ErrNotObject
+	if trimmed[0] != '{' {
+		return zero, ErrNotObject
 	}
-	var names map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &names); err != nil {
-		return in, ErrNotObject
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return zero, ErrNotObject
 	}
-	for name := range names {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return zero, &InvalidError{Message: "the arguments hold more than one JSON value"}
+	}
+	return t.decodeChecked(args, trimmed)
+}
+
+// DecodeValue is Decode for arguments already decoded into a JSON object.
+func (t *Tool[In, Out]) DecodeValue(args map[string]any) (In, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	return t.decodeChecked(args, nil)
+}
+
+// decodeChecked checks the arguments against the retired names and the
+// input schema, then decodes them (from raw when the caller has it) into In
+// and runs In's own checks.
+func (t *Tool[In, Out]) decodeChecked(args map[string]any, raw []byte) (In, error) {
+	var in In
+	for name := range args {
 		if why, retired := t.spec.Retired[name]; retired {
 			return in, &InvalidError{Path: name, Message: why}
 		}
 	}
-	if err := t.check().ValidateJSON(trimmed); err != nil {
+	if err := t.check().check(args); err != nil {
 		return in, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if integralNumbers(args) {
+		raw = nil // 2.0 is a whole number to the schema; Go wants it written 2
+	}
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(args); err != nil {
+			return in, &InvalidError{Message: "the arguments cannot be encoded: " + err.Error(), Err: err}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		return in, &InvalidError{Message: "the arguments cannot be read: " + err.Error(), Err: err}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return in, &InvalidError{Message: "the arguments hold more than one JSON value"}
 	}
 	if v, ok := any(&in).(Validating); ok {
 		if err := v.Validate(); err != nil {
@@ -124,16 +153,6 @@ func (t *Tool[In, Out]) Decode(raw json.RawMessage) (In, error) {
 	return in, nil
 }
 
-// DecodeValue is Decode for arguments already decoded into a JSON object.
-func (t *Tool[In, Out]) DecodeValue(args map[string]any) (In, error) {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		var zero In
-		return zero, &InvalidError{Message: "the arguments cannot be encoded: " + err.Error(), Err: err}
-	}
-	return t.Decode(raw)
-}
-
 // CheckResult validates a structured result against the output schema; the
 // tests call it on every result a tool gives.
 func (t *Tool[In, Out]) CheckResult(out any) error {
@@ -141,8 +160,58 @@ func (t *Tool[In, Out]) CheckResult(out any) error {
 	if err != nil {
 		return fmt.Errorf("%s: encoding the result: %w", t.spec.Name, err)
 	}
-	if err := t.result().ValidateJSON(raw); err != nil {
+	if err := t.result().checkJSON(raw); err != nil {
 		return fmt.Errorf("%s: the result does not match the outputSchema: %w", t.spec.Name, err)
 	}
 	return nil
+}
+
+// mustChecker prepares a tool's schema for checking; the schemas are the
+// program's own and fixed, so a failure is a programming error that the
+// schema snapshot tests find.
+func mustChecker(tool string, s *jsonschema.Schema) *checker {
+	c, err := newChecker(s)
+	if err != nil {
+		panic(fmt.Sprintf("mcpkit: the schema of tool %s: %v", tool, err))
+	}
+	return c
+}
+
+// integralNumbers rewrites numbers that are whole but written with a
+// fraction or an exponent (2.0, 1e3) as whole numbers, in place, and
+// reports whether it rewrote any.
+func integralNumbers(value any) bool {
+	changed := false
+	visit := func(inner any, set func(any)) {
+		if n, ok := inner.(json.Number); ok {
+			if whole, ok := wholeNumber(n); ok {
+				set(whole)
+				changed = true
+			}
+			return
+		}
+		changed = integralNumbers(inner) || changed
+	}
+	switch v := value.(type) {
+	case map[string]any:
+		for k, inner := range v {
+			visit(inner, func(n any) { v[k] = n })
+		}
+	case []any:
+		for i, inner := range v {
+			visit(inner, func(n any) { v[i] = n })
+		}
+	}
+	return changed
+}
+
+func wholeNumber(n json.Number) (json.Number, bool) {
+	if !strings.ContainsAny(string(n), ".eE") {
+		return n, false
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || !r.IsInt() {
+		return n, false
+	}
+	return json.Number(r.Num().String()), true
 }

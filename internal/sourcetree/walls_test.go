@@ -18,6 +18,10 @@ func TestWingsDoNotImportEachOther(t *testing.T) {
 		{"./cmd/isx", module + "/internal/actiond/", "isx must not depend on actiond"},
 		{"./cmd/actiond", module + "/internal/isx/", "actiond must not depend on isx"},
 		{"./internal/actiond/engine", module + "/internal/actiond/gateway", "the engine must not import the endpoint it serves"},
+		// The general JSON Schema validator compiles every draft's
+		// meta-schema when it loads, some 6 ms that every isx command
+		// would pay; isx checks its tool schemas with mcpkit's own checker.
+		{"./cmd/isx", "github.com/santhosh-tekuri/jsonschema/", "isx must start without the general JSON Schema validator"},
 	}
 	for _, wall := range walls {
 		deps := strings.Fields(goList(t, root, "-deps", wall.from))

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/incusspawn/isx/internal/actiond/expr"
-	"github.com/incusspawn/isx/internal/mcpkit"
+	"github.com/incusspawn/isx/internal/mcpkit/anyschema"
 )
 
 // The CEL environments of a definition's expressions.
@@ -41,9 +41,9 @@ type Compiled struct {
 	fixed         [][]field // per tools[i]
 	start         []field
 	sessionID     *expr.Program
-	sessionSchema *mcpkit.Validator
-	inputSchema   *mcpkit.Validator
-	outputSchema  *mcpkit.Validator
+	sessionSchema *anyschema.Validator
+	inputSchema   *anyschema.Validator
+	outputSchema  *anyschema.Validator
 	expression    *expr.Program
 }
 
@@ -158,13 +158,13 @@ func (c *Compiled) compileToolBlock() error {
 // compileSchema compiles a JSON Schema (2020-12 unless it says otherwise);
 // a $ref outside the schema is refused. An input schema must be an object
 // schema, as MCP lists tools.
-func compileSchema(path string, schema map[string]any, object bool) (*mcpkit.Validator, error) {
+func compileSchema(path string, schema map[string]any, object bool) (*anyschema.Validator, error) {
 	if object {
 		if t, _ := schema["type"].(string); t != "object" {
 			return nil, badRequest(path, `the schema must have "type": "object"`)
 		}
 	}
-	compiled, err := mcpkit.Compile(schema)
+	compiled, err := anyschema.Compile(schema)
 	if err != nil {
 		return nil, wrapped(CodeBadRequest, path, err)
 	}
@@ -190,7 +190,7 @@ func (c *Compiled) ValidateOutput(value any) error {
 	return validateAgainst(c.outputSchema, "output", value)
 }
 
-func validateAgainst(schema *mcpkit.Validator, what string, value any) error {
+func validateAgainst(schema *anyschema.Validator, what string, value any) error {
 	if schema == nil {
 		return nil
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/mcpkit"
+	"github.com/incusspawn/isx/internal/mcpkit/anyschema"
 )
 
 // binary is cmd/isx, built once, on first use (fuzz workers never need
@@ -246,7 +247,7 @@ type session struct {
 	stderr  *syncBuffer
 	notes   chan TaskChanged
 	tools   map[string]*mcp.Tool
-	schemas map[string]*mcpkit.Validator
+	schemas map[string]*anyschema.Validator
 	closed  bool
 	id      string
 
@@ -318,10 +319,10 @@ func (s *session) loadTools() {
 		s.t.Fatalf("tools/list: %v", err)
 	}
 	s.tools = map[string]*mcp.Tool{}
-	s.schemas = map[string]*mcpkit.Validator{}
+	s.schemas = map[string]*anyschema.Validator{}
 	for _, tool := range list.Tools {
 		s.tools[tool.Name] = tool
-		validator, err := mcpkit.Compile(tool.OutputSchema)
+		validator, err := anyschema.Compile(tool.OutputSchema)
 		if err != nil {
 			s.t.Fatalf("compiling the output schema of %s: %v", tool.Name, err)
 		}
