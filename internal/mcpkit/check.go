@@ -153,14 +153,14 @@ func (c *checker) at(s *jsonschema.Schema, value any, loc []string) *Violation {
 		return &Violation{Location: loc, Keyword: "type", Got: jsonType(value), Names: types}
 	}
 	if s.Const != nil && !sameJSON(value, *s.Const) {
-		return &Violation{Location: loc, Keyword: "const", Want: text(*s.Const)}
+		return &Violation{Location: loc, Keyword: "const", Want: ValueText(*s.Const)}
 	}
 	if len(s.Enum) > 0 && !slices.ContainsFunc(s.Enum, func(e any) bool { return sameJSON(value, e) }) {
 		names := make([]string, len(s.Enum))
 		for i, e := range s.Enum {
-			names[i] = text(e)
+			names[i] = ValueText(e)
 		}
-		return &Violation{Location: loc, Keyword: "enum", Got: text(value), Names: names}
+		return &Violation{Location: loc, Keyword: "enum", Got: ValueText(value), Names: names}
 	}
 	if v := c.byKind(s, value, loc); v != nil {
 		return v
@@ -214,7 +214,7 @@ func bounds(s *jsonschema.Schema, n *big.Rat, loc []string) *Violation {
 		}
 		limit := new(big.Rat).SetFloat64(*l.limit)
 		if l.fails(n.Cmp(limit)) {
-			return &Violation{Location: loc, Keyword: l.keyword, Got: ratText(n), Want: ratText(limit)}
+			return &Violation{Location: loc, Keyword: l.keyword, Got: NumberText(n), Want: NumberText(limit)}
 		}
 	}
 	return nil
@@ -367,14 +367,6 @@ func number(value any) (*big.Rat, bool) {
 	return nil, false
 }
 
-func ratText(r *big.Rat) string {
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	f, _ := r.Float64()
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
 // sameJSON compares two JSON values, numbers by value.
 func sameJSON(a, b any) bool {
 	if x, ok := number(a); ok {
@@ -398,17 +390,4 @@ func sameJSON(a, b any) bool {
 		return true
 	}
 	return a == b
-}
-
-// text is a value as a message shows it: a string as itself, anything else
-// as JSON.
-func text(value any) string {
-	if s, ok := value.(string); ok {
-		return s
-	}
-	raw, err := json.Marshal(value)
-	if err != nil {
-		return fmt.Sprint(value)
-	}
-	return string(raw)
 }

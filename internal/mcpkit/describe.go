@@ -1,7 +1,9 @@
 package mcpkit
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -160,4 +162,27 @@ func article(jsonType string) string {
 		return "null"
 	}
 	return jsonType
+}
+
+// ValueText is a value as a violation shows it: a string as itself,
+// anything else as JSON.
+func ValueText(value any) string {
+	if s, ok := value.(string); ok {
+		return s
+	}
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Sprint(value)
+	}
+	return string(raw)
+}
+
+// NumberText is a number as a violation shows it: whole numbers without a
+// fraction.
+func NumberText(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }

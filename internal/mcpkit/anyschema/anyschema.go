@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"strconv"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -116,24 +115,24 @@ func violation(e *jsonschema.ValidationError) mcpkit.Violation {
 	case *kind.MaxLength:
 		v.Keyword, v.Got, v.Want = "maxLength", strconv.Itoa(k.Got), strconv.Itoa(k.Want)
 	case *kind.Minimum:
-		v.Keyword, v.Got, v.Want = "minimum", ratText(k.Got), ratText(k.Want)
+		v.Keyword, v.Got, v.Want = "minimum", mcpkit.NumberText(k.Got), mcpkit.NumberText(k.Want)
 	case *kind.Maximum:
-		v.Keyword, v.Got, v.Want = "maximum", ratText(k.Got), ratText(k.Want)
+		v.Keyword, v.Got, v.Want = "maximum", mcpkit.NumberText(k.Got), mcpkit.NumberText(k.Want)
 	case *kind.ExclusiveMinimum:
-		v.Keyword, v.Got, v.Want = "exclusiveMinimum", ratText(k.Got), ratText(k.Want)
+		v.Keyword, v.Got, v.Want = "exclusiveMinimum", mcpkit.NumberText(k.Got), mcpkit.NumberText(k.Want)
 	case *kind.ExclusiveMaximum:
-		v.Keyword, v.Got, v.Want = "exclusiveMaximum", ratText(k.Got), ratText(k.Want)
+		v.Keyword, v.Got, v.Want = "exclusiveMaximum", mcpkit.NumberText(k.Got), mcpkit.NumberText(k.Want)
 	case *kind.MinItems:
 		v.Keyword, v.Got, v.Want = "minItems", strconv.Itoa(k.Got), strconv.Itoa(k.Want)
 	case *kind.MaxItems:
 		v.Keyword, v.Got, v.Want = "maxItems", strconv.Itoa(k.Got), strconv.Itoa(k.Want)
 	case *kind.Enum:
-		v.Keyword, v.Got = "enum", text(k.Got)
+		v.Keyword, v.Got = "enum", mcpkit.ValueText(k.Got)
 		for _, w := range k.Want {
-			v.Names = append(v.Names, text(w))
+			v.Names = append(v.Names, mcpkit.ValueText(w))
 		}
 	case *kind.Const:
-		v.Keyword, v.Want = "const", text(k.Want)
+		v.Keyword, v.Want = "const", mcpkit.ValueText(k.Want)
 	case *kind.OneOf:
 		v.Keyword = "oneOf"
 	case *kind.FalseSchema:
@@ -142,23 +141,4 @@ func violation(e *jsonschema.ValidationError) mcpkit.Violation {
 		v.Keyword = fmt.Sprint(e.ErrorKind)
 	}
 	return v
-}
-
-func ratText(r *big.Rat) string {
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	f, _ := r.Float64()
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
-func text(value any) string {
-	if s, ok := value.(string); ok {
-		return s
-	}
-	raw, err := json.Marshal(value)
-	if err != nil {
-		return fmt.Sprint(value)
-	}
-	return string(raw)
 }
