@@ -91,7 +91,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner,
 		IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
 	})
-	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids})
+	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools})
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/v1/", endpoint)
