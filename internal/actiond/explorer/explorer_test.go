@@ -2,8 +2,8 @@ package explorer_test
 
 import (
 	"bytes"
-	"context"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
