@@ -202,6 +202,15 @@ func (b *browser) waitFor(what, expression string, limit time.Duration) {
 	}
 }
 
+// follow clicks what leads to another view and waits for that view: the
+// page's ready mark is cleared first, so the wait cannot see the old one.
+func (b *browser) follow(selector, view string) {
+	b.t.Helper()
+	eval[any](b, `delete document.documentElement.dataset.readyAt; null`)
+	b.click(selector)
+	b.waitView(view)
+}
+
 func (b *browser) click(selector string) {
 	b.t.Helper()
 	b.do(chromedp.Click(chromedp.CSS(selector), chromedp.NodeVisible))

@@ -23,6 +23,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
+	"github.com/incusspawn/isx/internal/clock"
 )
 
 // The page comes from actiond itself, every file embedded, under a strict
@@ -260,8 +261,7 @@ func TestUnreadableRowsAreOnlyCounted_ACT363(t *testing.T) {
 	b.waitFor("the token form", `document.getElementById("token")`, 10*time.Second)
 	token := f.graphqlToken("auditor", "carol")
 	b.do(chromedp.SetValue(chromedp.CSS("#token"), token))
-	b.click("#use-token")
-	b.waitView("servers")
+	b.follow("#use-token", "servers")
 	if who := eval[string](b, `document.getElementById("viewer").textContent`); who != "auditor" {
 		t.Errorf("the header says the page views as %q", who)
 	}
@@ -331,6 +331,38 @@ func TestClosingASessionFromThePage_ACT107_ACT502(t *testing.T) {
 	}
 }
 
+// ACT-524: refusals are shown with their reason, and the refusal recorded
+// after a throttled minute says how many were only counted.
+func TestRefusalsShowTheirReasonAndWhatWasOnlyCounted_ACT524(t *testing.T) {
+	fake := clock.NewFake(at.Start)
+	f := newFixtureWith(t, at.Options{Clock: fake})
+	call(t, f.connect("alice"), "lookup", map[string]any{"account_id": "a1", "intent": "Check a1."})
+	token := f.env.Token(principal, "alice")
+	for range 5 {
+		f.env.Post("fraud-ops", token, at.Request{Method: "foo/bar"})
+	}
+	fake.Advance(61 * time.Second)
+	f.env.Post("fraud-ops", token, at.Request{Method: "foo/bar"})
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/session/"+f.serverID+"/"+f.session("alice")), "session")
+	b.waitFor("the refusals", `document.querySelectorAll("#refusals table.refusals tbody tr").length === 2`, 15*time.Second)
+	rows := eval[[]string](b, `[...document.querySelectorAll("#refusals table.refusals tbody tr")].map((tr) => tr.innerText.replace(/\s+/g, " "))`)
+	if !strings.Contains(rows[0], "method_not_found") && !strings.Contains(rows[0], "foo/bar") {
+		t.Errorf("the newest refusal does not say why: %s", rows[0])
+	}
+	if !strings.Contains(rows[0], "4 unrecorded_refusals") || strings.Contains(rows[1], "unrecorded_refusals") {
+		t.Errorf("the refusals read %q", rows)
+	}
+	b.follow("#refusals table.refusals tbody tr a", "execution")
+	if n := eval[string](b, `document.getElementById("unrecorded").textContent`); n != "4" {
+		t.Errorf("the refusal's page counts %s unrecorded refusals, want 4", n)
+	}
+	if code := eval[string](b, `document.querySelector("#refusal code").textContent`); code == "" {
+		t.Errorf("the refusal's page names no code")
+	}
+}
+
 // A comparison of two recorded requests — the same call before and after
 // the tool changed — highlights the output that changed, and says the calls
 // were the same.
@@ -348,8 +380,7 @@ func TestCompareHighlightsAChangedOutput(t *testing.T) {
 	b.screenshot("replay")
 	b.click(`input.pick[data-execution="` + before + `"]`)
 	b.click(`input.pick[data-execution="` + after + `"]`)
-	b.click("#compare-picked")
-	b.waitView("compare")
+	b.follow("#compare-picked", "compare")
 	verdicts := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("#verdicts li")].map((li) => [li.dataset.part, li.dataset.same]))`)
 	if verdicts["output"] != "false" || verdicts["calls"] != "true" {
 		t.Fatalf("verdicts %v: want the output to differ and the calls not", verdicts)
@@ -489,9 +520,7 @@ func TestAsksForATokenWhereThereIsNoLocalRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do(chromedp.SetValue(chromedp.CSS("#token"), token))
-	eval[any](b, `delete document.documentElement.dataset.readyAt; null`)
-	b.click("#use-token")
-	b.waitView("servers")
+	b.follow("#use-token", "servers")
 	if !eval[bool](b, `!!document.querySelector('tr[data-server="default"]')`) {
 		t.Errorf("with a token of the local principal the default server is not listed")
 	}

@@ -34,9 +34,11 @@ type fixture struct {
 	lookupID string
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, at.Options{}) }
+
+func newFixtureWith(t testing.TB, opts at.Options) *fixture {
 	t.Helper()
-	env := at.New(t, store.SQLite, at.Options{})
+	env := at.New(t, store.SQLite, opts)
 	f := &fixture{env: env, serverID: at.NewID(), lookupID: at.NewID()}
 	env.CreateAction(f.lookupID, at.CELTool("lookup", `{"account": event.data.account_id, "flagged": false}`,
 		at.Object(map[string]any{"account_id": at.String()}, "account_id"), at.Allow([]string{"SELECT"}, "financial.*")))
