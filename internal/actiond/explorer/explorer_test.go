@@ -514,6 +514,9 @@ func TestAsksForATokenWhereThereIsNoLocalRoot(t *testing.T) {
 	b := newBrowser(t, laptopWidth, laptopHeight)
 	b.do(chromedp.Navigate(remote + "/explorer/#/servers"))
 	b.waitFor("the token form", `document.getElementById("token")`, 20*time.Second)
+	if who := eval[string](b, `document.getElementById("who").textContent`); who != "Not signed in" {
+		t.Errorf("before a token the header says %q", who)
+	}
 	b.screenshot("token")
 	token, err := srv.Issuer.Mint(auth.MintOptions{Principal: server.LocalPrincipal, Subject: "dana", Audience: auth.GraphQLAudience(remote)})
 	if err != nil {

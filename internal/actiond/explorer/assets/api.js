@@ -20,6 +20,11 @@ export class APIError extends Error {
   }
 }
 
+// anonymous says what a request without a token got: 'root' once the API
+// answered one (a loopback actiond's local root), 'refused' after a 401.
+let anonymous = 'unknown';
+export function anonymousAccess() { return anonymous; }
+
 export function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 
 export function setToken(value) {
@@ -54,6 +59,7 @@ export async function gql(query, variables = {}, opts = {}) {
     credentials: 'omit', cache: 'no-store', redirect: 'error', signal: opts.signal,
   });
   if (resp.status === 401) {
+    if (!t) anonymous = 'refused';
     throw new AuthRequired(t ? 'The API refused the token: it may have expired, or be for MCP rather than GraphQL.'
       : 'This actiond asks for a token: paste one whose audience is its GraphQL API.');
   }
@@ -63,6 +69,7 @@ export async function gql(query, variables = {}, opts = {}) {
   } catch {
     throw new APIError([{message: `The API answered HTTP ${resp.status} without JSON.`}]);
   }
+  if (!t) anonymous = 'root';
   if (body.errors && body.errors.length) throw new APIError(body.errors);
   if (opts.show !== false) {
     const key = query + JSON.stringify(variables);

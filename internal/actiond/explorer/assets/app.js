@@ -3,7 +3,7 @@
 // whom the page views as, and the parts every view shares: errors, the
 // token prompt and copy-as-GraphQL.
 import {h, append, clear, note} from './dom.js';
-import {AuthRequired, APIError, asGraphQL, claims, resetShown, setToken, shownOperations, token} from './api.js';
+import {AuthRequired, APIError, anonymousAccess, asGraphQL, claims, resetShown, setToken, shownOperations, token} from './api.js';
 import {serversView} from './views/servers.js';
 import {serverView} from './views/server.js';
 import {sessionView} from './views/session.js';
@@ -156,6 +156,10 @@ function tokenForm(message) {
 function renderWho() {
   const who = clear(document.getElementById('who'));
   if (!token()) {
+    if (anonymousAccess() !== 'root') {
+      append(who, h('span', {class: 'as'}, 'Not signed in'));
+      return;
+    }
     append(who, [h('span', {class: 'as'}, 'Viewing as the local root'),
       h('button', {type: 'button', id: 'sign-in', onclick: () => showError(document.getElementById('main'), new AuthRequired('View as a principal instead of the local root:'), current)}, 'Use a token')]);
     return;
