@@ -41,8 +41,12 @@ func (actionsQueryResolver) List(ctx context.Context, obj *model.ActionsQuery, f
 	return conn, nil
 }
 
-func (actionsQueryResolver) Executions(ctx context.Context, obj *model.ActionsQuery, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error) {
-	return executions(ctx, filter(where), first, after)
+func (actionsQueryResolver) Executions(ctx context.Context, obj *model.ActionsQuery, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error) {
+	q, err := executionQueryOf(where)
+	if err != nil {
+		return nil, err
+	}
+	return executions(ctx, q, page{first: first, after: after, last: last, before: before})
 }
 
 func (actionsQueryResolver) Session(ctx context.Context, obj *model.ActionsQuery, actionID string, sessionID string) (model.Session, error) {

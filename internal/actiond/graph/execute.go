@@ -40,6 +40,9 @@ type Env struct {
 	// that writes records (closeSession) is refused rather than answered
 	// with a write nobody would commit.
 	RecordWrites bool
+	// Natives describes the native tools the engine runs, for a server's
+	// offered tools; nil lists none.
+	Natives NativeTools
 }
 
 // IDs makes IDs.

@@ -56,6 +56,8 @@ type Options struct {
 	// IDs is passed to every operation's Env.
 	IDs    IDs
 	Logger *slog.Logger
+	// Natives describes the native tools the engine runs (Env.Natives).
+	Natives NativeTools
 }
 
 type handler struct {
@@ -165,7 +167,7 @@ func (h *handler) serve(ctx context.Context, account string, who *auth.Identity,
 		}
 		access = &principal
 	}
-	env := Env{Store: h.opts.Store, Work: work, Account: account, Access: *access, Clock: h.opts.Clock, IDs: h.opts.IDs, RecordWrites: true}
+	env := Env{Store: h.opts.Store, Work: work, Account: account, Access: *access, Clock: h.opts.Clock, IDs: h.opts.IDs, RecordWrites: true, Natives: h.opts.Natives}
 	resp := run(ctx, env, req)
 	if len(resp.Errors) > 0 || resp.DryRun || len(work.Writes()) == 0 && len(resp.Records) == 0 {
 		return resp

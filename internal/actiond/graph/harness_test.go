@@ -48,11 +48,21 @@ func newAPI(t *testing.T, d store.Dialect) *api {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(graph.Path, graph.NewHandler(graph.Options{
-		Store: s, Verifier: verifier, PublicURL: publicURL, LocalRoot: true, Clock: c,
+		Store: s, Verifier: verifier, PublicURL: publicURL, LocalRoot: true, Clock: c, Natives: natives,
 	}))
 	server := httptest.NewServer(mux)
 	t.Cleanup(server.Close)
 	return &api{t: t, store: s, clock: c, issuer: issuer, server: server}
+}
+
+// natives stands in for the engine's catalogue (the server wires the real
+// one): graphql and cel run, the other native tools do not yet.
+func natives(name string) (graph.NativeTool, bool) {
+	switch name {
+	case "graphql", "cel":
+		return graph.NativeTool{Description: "The native " + name + " tool.", InputSchema: map[string]any{"type": "object"}}, true
+	}
+	return graph.NativeTool{}, false
 }
 
 // token mints a GraphQL token for principal (aud: the GraphQL endpoint).

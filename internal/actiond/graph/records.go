@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"sync"
 	"time"
 
@@ -175,49 +174,6 @@ func (e *executionRecord) Uses(ctx context.Context) ([]*model.ExecutionUse, erro
 	return out, nil
 }
 
-// executions lists the executions f selects that the reader may read, a page
-// at a time; an execution's cursor is its position in the record.
-func executions(ctx context.Context, f store.ExecutionFilter, first *int, after *string) (*model.ExecutionConnection, error) {
-	st := current(ctx)
-	limit, err := pageSize(first)
-	if err != nil {
-		return nil, err
-	}
-	if after != nil && *after != "" {
-		seq, err := strconv.ParseInt(*after, 10, 64)
-		if err != nil || seq < 0 {
-			return nil, badRequest("after", "%q is not a cursor of this list: pass an edge's cursor", *after)
-		}
-		f.AfterSeq = seq
-	}
-	f.Account = st.env.Account
-	found, hasNext, err := readablePage(limit, f.AfterSeq,
-		func(after int64, n int) ([]*store.Execution, error) {
-			f.AfterSeq, f.Limit = after, n
-			var rows []*store.Execution
-			err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-				var err error
-				rows, err = tx.Executions(ctx, f)
-				return err
-			})
-			return rows, err
-		},
-		func(row *store.Execution) int64 { return row.Seq },
-		func(row *store.Execution) bool {
-			return st.env.Access.Allowed(ctx, policy.Select, registry.ResourceExecution, row)
-		})
-	if err != nil {
-		return nil, err
-	}
-	conn := &model.ExecutionConnection{Edges: []*model.ExecutionEdge{}, PageInfo: &model.PageInfo{HasNextPage: hasNext}}
-	for _, row := range found {
-		cursor := strconv.FormatInt(row.Seq, 10)
-		conn.Edges = append(conn.Edges, &model.ExecutionEdge{Cursor: cursor, Node: &executionRecord{rec: row}})
-		conn.PageInfo.EndCursor = &cursor
-	}
-	return conn, nil
-}
-
 // execution reads one execution; nil when there is none.
 func execution(ctx context.Context, id string) (model.Execution, error) {
 	st := current(ctx)
@@ -244,6 +200,7 @@ func (s *sessionRecord) ID() string           { return s.rec.ID }
 func (s *sessionRecord) Input() model.JSON    { return model.JSON(s.rec.Input) }
 func (s *sessionRecord) CreatedAt() time.Time { return s.rec.CreatedAt }
 func (s *sessionRecord) Closed() bool         { return s.rec.Closed() }
+func (s *sessionRecord) RequestCount() int    { return int(s.rec.Requests) }
 
 func (s *sessionRecord) ClosedAt() *time.Time {
 	if !s.rec.Closed() {

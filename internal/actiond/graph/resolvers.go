@@ -12,7 +12,6 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/graph/model"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
-	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
 // Resolver is the root of the resolvers. It holds nothing: every resolver
@@ -93,34 +92,24 @@ func (mutationResolver) Auth(ctx context.Context) (model.AuthMutation, error) {
 
 type actionResolver struct{}
 
-func (actionResolver) Executions(ctx context.Context, obj model.Action, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error) {
-	f := filter(where)
-	f.ActionID = obj.ID()
-	return executions(ctx, f, first, after)
+func (actionResolver) Executions(ctx context.Context, obj model.Action, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error) {
+	q, err := executionQueryOf(where)
+	if err != nil {
+		return nil, err
+	}
+	q.filter.ActionID = obj.ID()
+	return executions(ctx, q, page{first: first, after: after, last: last, before: before})
 }
 
 type sessionResolver struct{}
 
-func (sessionResolver) Executions(ctx context.Context, obj model.Session, first *int, after *string) (*model.ExecutionConnection, error) {
-	return executions(ctx, store.ExecutionFilter{ActionID: obj.ActionID(), SessionID: obj.ID()}, first, after)
-}
-
-func filter(where *model.ExecutionWhere) store.ExecutionFilter {
-	var f store.ExecutionFilter
-	if where == nil {
-		return f
+func (sessionResolver) Executions(ctx context.Context, obj model.Session, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error) {
+	q, err := executionQueryOf(where)
+	if err != nil {
+		return nil, err
 	}
-	f.Preview = where.Preview
-	if where.ActionID != nil {
-		f.ActionID = *where.ActionID
-	}
-	if where.SessionID != nil {
-		f.SessionID = *where.SessionID
-	}
-	if where.ParentID != nil {
-		f.ParentID = *where.ParentID
-	}
-	return f
+	q.filter.ActionID, q.filter.SessionID = obj.ActionID(), obj.ID()
+	return executions(ctx, q, page{first: first, after: after, last: last, before: before})
 }
 
 // decodeInput reads an input object as given into v, refusing fields v does

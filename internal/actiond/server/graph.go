@@ -11,6 +11,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // graphQL runs a tool's GraphQL operations in the request's unit of work,
@@ -23,7 +24,7 @@ type graphQL struct {
 
 func (g graphQL) Execute(ctx context.Context, op engine.Operation) (any, error) {
 	resp := graph.Execute(ctx, graph.Env{
-		Store: g.store, Work: op.Work, Account: op.Account, Clock: g.clock, IDs: g.ids,
+		Store: g.store, Work: op.Work, Account: op.Account, Clock: g.clock, IDs: g.ids, Natives: nativeTools,
 		Access: graph.Access{Principal: op.Principal, Claims: op.Claims, Layers: op.Layers},
 	}, graph.Request{Query: op.Query, Variables: op.Variables, OperationName: op.OperationName})
 	if len(resp.Errors) > 0 {
@@ -34,6 +35,16 @@ func (g graphQL) Execute(ctx context.Context, op engine.Operation) (any, error) 
 		return nil, err
 	}
 	return data, nil
+}
+
+// nativeTools answers the API's question about the native tools the engine
+// runs, as a server lists them.
+func nativeTools(name string) (graph.NativeTool, bool) {
+	native, ok := engine.Native(name)
+	if !ok {
+		return graph.NativeTool{}, false
+	}
+	return graph.NativeTool{Description: native.Description(), InputSchema: mcpkit.SchemaMap(native.InputSchema())}, true
 }
 
 // operationFailure is a GraphQL operation's errors as a tool failure: the

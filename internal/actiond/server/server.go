@@ -1,6 +1,6 @@
 // Package server assembles actiond: the store, the local issuer and token
-// verification, the GraphQL API, the MCP endpoint and the local environment's
-// default actions, behind one HTTP handler.
+// verification, the GraphQL API, the MCP endpoint, the explorer page and the
+// local environment's default actions, behind one HTTP handler.
 package server
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/explorer"
 	"github.com/incusspawn/isx/internal/actiond/gateway"
 	"github.com/incusspawn/isx/internal/actiond/graph"
 	"github.com/incusspawn/isx/internal/actiond/registry"
@@ -91,9 +92,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner,
 		IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
 	})
-	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids})
+	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools})
+
+	page, err := explorer.Handler()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	mux := http.NewServeMux()
+	mux.Handle(explorer.Path, page)
+	mux.Handle("GET /explorer", http.RedirectHandler(explorer.Path, http.StatusMovedPermanently))
 	mux.Handle("/mcp/v1/", endpoint)
 	mux.Handle("POST /financial/v1/graphql", api)
 	mux.Handle(auth.ProtectedResourcePrefix+"/mcp/v1/", auth.ProtectedResourceHandler(opts.PublicURL, verifier.Issuers(auth.MCPAudience(opts.PublicURL))))

@@ -128,10 +128,18 @@ type ExecutionFilter struct {
 	SessionID string
 	ParentID  string
 	Role      string
+	Status    string
+	Caller    string
 	Preview   *bool
-	// AfterSeq pages: only executions recorded after this one.
-	AfterSeq int64
-	Limit    int
+	// StartedFrom and StartedBefore bound StartedAt: from inclusive,
+	// before exclusive; zero leaves that side open.
+	StartedFrom, StartedBefore time.Time
+	// AfterSeq and BeforeSeq page: only executions recorded after, or
+	// before, this one.
+	AfterSeq, BeforeSeq int64
+	// Newest lists the newest first, so that a page can end at the latest.
+	Newest bool
+	Limit  int
 }
 
 // Executions lists executions in the order they were recorded.
@@ -154,13 +162,32 @@ func (tx *Tx) Executions(ctx context.Context, f ExecutionFilter) ([]*Execution, 
 	if f.Role != "" {
 		add("role = ?", f.Role)
 	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Caller != "" {
+		add("caller = ?", f.Caller)
+	}
 	if f.Preview != nil {
 		add("preview = ?", tx.boolean(*f.Preview))
+	}
+	if !f.StartedFrom.IsZero() {
+		add("started_at >= ?", micros(f.StartedFrom))
+	}
+	if !f.StartedBefore.IsZero() {
+		add("started_at < ?", micros(f.StartedBefore))
 	}
 	if f.AfterSeq > 0 {
 		add("seq > ?", f.AfterSeq)
 	}
-	query := "SELECT " + executionColumns + " FROM executions WHERE " + strings.Join(where, " AND ") + " ORDER BY seq"
+	if f.BeforeSeq > 0 {
+		add("seq < ?", f.BeforeSeq)
+	}
+	order := " ORDER BY seq"
+	if f.Newest {
+		order += " DESC"
+	}
+	query := "SELECT " + executionColumns + " FROM executions WHERE " + strings.Join(where, " AND ") + order
 	if f.Limit > 0 {
 		query += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}

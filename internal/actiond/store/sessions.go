@@ -18,6 +18,8 @@ type Session struct {
 	Input     json.RawMessage `json:"input"`
 	CreatedAt time.Time       `json:"createdAt"`
 	ClosedAt  time.Time       `json:"closedAt,omitzero"`
+	// Requests counts the requests admitted to the session.
+	Requests int64 `json:"-"`
 }
 
 // Closed says whether the session was closed.
@@ -86,22 +88,22 @@ func (tx *Tx) Session(ctx context.Context, key SessionKey) (*Session, error) {
 func (tx *Tx) readSession(ctx context.Context, key SessionKey, suffix string) (*Session, error) {
 	s := &Session{Account: key.Account, ServerID: key.ServerID, ID: key.ID}
 	var input string
-	var created, closed int64
-	err := tx.queryRow(ctx, "SELECT input, created_at, closed_at FROM sessions WHERE account = ? AND server_id = ? AND id = ?"+suffix,
-		key.Account, key.ServerID, key.ID).Scan(&input, &created, &closed)
+	var created, closed, next int64
+	err := tx.queryRow(ctx, "SELECT input, created_at, closed_at, next_seq FROM sessions WHERE account = ? AND server_id = ? AND id = ?"+suffix,
+		key.Account, key.ServerID, key.ID).Scan(&input, &created, &closed, &next)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: session %q: %w", key.ID, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: read session %q: %w", key.ID, err)
 	}
-	s.Input, s.CreatedAt, s.ClosedAt = json.RawMessage(input), fromMicros(created), fromMicros(closed)
+	s.Input, s.CreatedAt, s.ClosedAt, s.Requests = json.RawMessage(input), fromMicros(created), fromMicros(closed), next-1
 	return s, nil
 }
 
 // Sessions lists a server's sessions (all servers' when serverID is empty).
 func (tx *Tx) Sessions(ctx context.Context, account, serverID string) ([]*Session, error) {
-	query := "SELECT server_id, id, input, created_at, closed_at FROM sessions WHERE account = ?"
+	query := "SELECT server_id, id, input, created_at, closed_at, next_seq FROM sessions WHERE account = ?"
 	args := []any{account}
 	if serverID != "" {
 		query += " AND server_id = ?"
@@ -116,11 +118,11 @@ func (tx *Tx) Sessions(ctx context.Context, account, serverID string) ([]*Sessio
 	for rows.Next() {
 		s := &Session{Account: account}
 		var input string
-		var created, closed int64
-		if err := rows.Scan(&s.ServerID, &s.ID, &input, &created, &closed); err != nil {
+		var created, closed, next int64
+		if err := rows.Scan(&s.ServerID, &s.ID, &input, &created, &closed, &next); err != nil {
 			return nil, err
 		}
-		s.Input, s.CreatedAt, s.ClosedAt = json.RawMessage(input), fromMicros(created), fromMicros(closed)
+		s.Input, s.CreatedAt, s.ClosedAt, s.Requests = json.RawMessage(input), fromMicros(created), fromMicros(closed), next-1
 		out = append(out, s)
 	}
 	return out, rows.Err()

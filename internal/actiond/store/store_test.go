@@ -438,3 +438,78 @@ func TestPanickingWriteFailsAlone(t *testing.T) {
 		}
 	})
 }
+
+// The filters the explorer pages requests by: status, caller, a time range,
+// and newest first before a cursor; a session counts its admitted requests.
+func TestExecutionsByStatusCallerTimeAndNewestFirst(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		ctx := context.Background()
+		fake := clock.NewFake(start)
+		s := storetest.Open(t, d, fake)
+		key := store.SessionKey{Account: account, ServerID: "srv", ID: "s1"}
+		for i, who := range []string{"alice", "bob", "alice", "alice"} {
+			status := store.Succeeded
+			if i == 2 {
+				status = store.Failed
+			}
+			e := &store.Execution{ID: fmt.Sprintf("req-%d", i), Account: account, ActionID: "srv", ActionName: "fraud-ops",
+				EventType: "mcp.request", Role: store.RoleRequest, SessionID: "s1", Status: status, Caller: who, Subject: who}
+			must(t, s.Write(ctx, func(tx *store.Tx) error {
+				if _, _, err := tx.LockSession(ctx, key, json.RawMessage(`{}`)); err != nil {
+					return err
+				}
+				if _, err := tx.AppendSessionInput(ctx, key, e.ID); err != nil {
+					return err
+				}
+				return tx.InsertExecution(ctx, e)
+			}))
+			fake.Advance(time.Minute)
+		}
+		ids := func(list []*store.Execution) string {
+			var out []string
+			for _, e := range list {
+				out = append(out, e.ID)
+			}
+			return strings.Join(out, ",")
+		}
+		must(t, s.Read(ctx, func(tx *store.Tx) error {
+			cases := []struct {
+				name   string
+				filter store.ExecutionFilter
+				want   string
+			}{
+				{"status", store.ExecutionFilter{Status: store.Failed}, "req-2"},
+				{"caller", store.ExecutionFilter{Caller: "alice"}, "req-0,req-2,req-3"},
+				{"time range", store.ExecutionFilter{StartedFrom: start.Add(time.Minute), StartedBefore: start.Add(3 * time.Minute)}, "req-1,req-2"},
+				{"newest first", store.ExecutionFilter{Newest: true, Limit: 2}, "req-3,req-2"},
+			}
+			var all []*store.Execution
+			for _, c := range cases {
+				c.filter.Account = account
+				got, err := tx.Executions(ctx, c.filter)
+				if err != nil {
+					return err
+				}
+				if ids(got) != c.want {
+					return fmt.Errorf("%s: got %s, want %s", c.name, ids(got), c.want)
+				}
+				if c.name == "newest first" {
+					all = got
+				}
+			}
+			older, err := tx.Executions(ctx, store.ExecutionFilter{Account: account, Newest: true, BeforeSeq: all[1].Seq})
+			if err != nil || ids(older) != "req-1,req-0" {
+				return fmt.Errorf("before the second newest: %s %v", ids(older), err)
+			}
+			session, err := tx.Session(ctx, key)
+			if err != nil || session.Requests != 4 {
+				return fmt.Errorf("session reads back with %+v, want 4 requests: %v", session, err)
+			}
+			list, err := tx.Sessions(ctx, account, "srv")
+			if err != nil || len(list) != 1 || list[0].Requests != 4 {
+				return fmt.Errorf("sessions list: %+v %v", list, err)
+			}
+			return nil
+		}))
+	})
+}

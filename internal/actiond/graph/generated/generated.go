@@ -42,28 +42,29 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Action struct {
-		Agent       func(childComplexity int) int
-		Config      func(childComplexity int) int
-		Created     func(childComplexity int) int
-		Definition  func(childComplexity int) int
-		Deleted     func(childComplexity int) int
-		Description func(childComplexity int) int
-		Enabled     func(childComplexity int) int
-		Execution   func(childComplexity int) int
-		Executions  func(childComplexity int, where *model.ExecutionWhere, first *int, after *string) int
-		History     func(childComplexity int) int
-		ID          func(childComplexity int) int
-		Kind        func(childComplexity int) int
-		Mcp         func(childComplexity int) int
-		Modified    func(childComplexity int) int
-		Name        func(childComplexity int) int
-		Policies    func(childComplexity int) int
-		Session     func(childComplexity int) int
-		Skills      func(childComplexity int) int
-		Tool        func(childComplexity int) int
-		Tools       func(childComplexity int) int
-		Triggers    func(childComplexity int) int
-		Version     func(childComplexity int) int
+		Agent        func(childComplexity int) int
+		Config       func(childComplexity int) int
+		Created      func(childComplexity int) int
+		Definition   func(childComplexity int) int
+		Deleted      func(childComplexity int) int
+		Description  func(childComplexity int) int
+		Enabled      func(childComplexity int) int
+		Execution    func(childComplexity int) int
+		Executions   func(childComplexity int, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) int
+		History      func(childComplexity int) int
+		ID           func(childComplexity int) int
+		Kind         func(childComplexity int) int
+		Mcp          func(childComplexity int) int
+		Modified     func(childComplexity int) int
+		Name         func(childComplexity int) int
+		OfferedTools func(childComplexity int) int
+		Policies     func(childComplexity int) int
+		Session      func(childComplexity int) int
+		Skills       func(childComplexity int) int
+		Tool         func(childComplexity int) int
+		Tools        func(childComplexity int) int
+		Triggers     func(childComplexity int) int
+		Version      func(childComplexity int) int
 	}
 
 	ActionConnection struct {
@@ -113,7 +114,7 @@ type ComplexityRoot struct {
 	}
 
 	ActionsQuery struct {
-		Executions func(childComplexity int, where *model.ExecutionWhere, first *int, after *string) int
+		Executions func(childComplexity int, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) int
 		List       func(childComplexity int, first *int, after *string) int
 		Session    func(childComplexity int, actionID string, sessionID string) int
 		Sessions   func(childComplexity int, actionID string) int
@@ -206,9 +207,27 @@ type ComplexityRoot struct {
 		Kv      func(childComplexity int) int
 	}
 
+	OfferedTool struct {
+		ActionID    func(childComplexity int) int
+		Annotations func(childComplexity int) int
+		Description func(childComplexity int) int
+		InputSchema func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Native      func(childComplexity int) int
+		Unavailable func(childComplexity int) int
+		Version     func(childComplexity int) int
+	}
+
+	OfferedTools struct {
+		Tools      func(childComplexity int) int
+		Unreadable func(childComplexity int) int
+	}
+
 	PageInfo struct {
-		EndCursor   func(childComplexity int) int
-		HasNextPage func(childComplexity int) int
+		EndCursor       func(childComplexity int) int
+		HasNextPage     func(childComplexity int) int
+		HasPreviousPage func(childComplexity int) int
+		StartCursor     func(childComplexity int) int
 	}
 
 	Policy struct {
@@ -234,14 +253,15 @@ type ComplexityRoot struct {
 	}
 
 	Session struct {
-		ActionID   func(childComplexity int) int
-		Closed     func(childComplexity int) int
-		ClosedAt   func(childComplexity int) int
-		CreatedAt  func(childComplexity int) int
-		Executions func(childComplexity int, first *int, after *string) int
-		ID         func(childComplexity int) int
-		Input      func(childComplexity int) int
-		Inputs     func(childComplexity int) int
+		ActionID     func(childComplexity int) int
+		Closed       func(childComplexity int) int
+		ClosedAt     func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		Executions   func(childComplexity int, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) int
+		ID           func(childComplexity int) int
+		Input        func(childComplexity int) int
+		Inputs       func(childComplexity int) int
+		RequestCount func(childComplexity int) int
 	}
 
 	SessionInput struct {
@@ -256,6 +276,12 @@ type ComplexityRoot struct {
 	SkillReference struct {
 		Name    func(childComplexity int) int
 		Version func(childComplexity int) int
+	}
+
+	ToolAnnotations struct {
+		DestructiveHint func(childComplexity int) int
+		OpenWorldHint   func(childComplexity int) int
+		ReadOnlyHint    func(childComplexity int) int
 	}
 
 	ToolReference struct {
@@ -277,11 +303,11 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type ActionResolver interface {
-	Executions(ctx context.Context, obj model.Action, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error)
+	Executions(ctx context.Context, obj model.Action, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error)
 }
 type ActionsQueryResolver interface {
 	List(ctx context.Context, obj *model.ActionsQuery, first *int, after *string) (*model.ActionConnection, error)
-	Executions(ctx context.Context, obj *model.ActionsQuery, where *model.ExecutionWhere, first *int, after *string) (*model.ExecutionConnection, error)
+	Executions(ctx context.Context, obj *model.ActionsQuery, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error)
 	Session(ctx context.Context, obj *model.ActionsQuery, actionID string, sessionID string) (model.Session, error)
 	Sessions(ctx context.Context, obj *model.ActionsQuery, actionID string) ([]model.Session, error)
 }
@@ -307,7 +333,7 @@ type QueryResolver interface {
 	Auth(ctx context.Context) (*model.AuthQuery, error)
 }
 type SessionResolver interface {
-	Executions(ctx context.Context, obj model.Session, first *int, after *string) (*model.ExecutionConnection, error)
+	Executions(ctx context.Context, obj model.Session, where *model.ExecutionWhere, first *int, after *string, last *int, before *string) (*model.ExecutionConnection, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -386,7 +412,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Action.Executions(childComplexity, args["where"].(*model.ExecutionWhere), args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Action.Executions(childComplexity, args["where"].(*model.ExecutionWhere), args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "Action.history":
 		if e.ComplexityRoot.Action.History == nil {
 			break
@@ -423,6 +449,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Action.Name(childComplexity), true
+	case "Action.offeredTools":
+		if e.ComplexityRoot.Action.OfferedTools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Action.OfferedTools(childComplexity), true
 	case "Action.policies":
 		if e.ComplexityRoot.Action.Policies == nil {
 			break
@@ -704,7 +736,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.ActionsQuery.Executions(childComplexity, args["where"].(*model.ExecutionWhere), args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.ActionsQuery.Executions(childComplexity, args["where"].(*model.ExecutionWhere), args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "ActionsQuery.list":
 		if e.ComplexityRoot.ActionsQuery.List == nil {
 			break
@@ -1041,6 +1073,68 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.Kv(childComplexity), true
 
+	case "OfferedTool.actionId":
+		if e.ComplexityRoot.OfferedTool.ActionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.ActionID(childComplexity), true
+	case "OfferedTool.annotations":
+		if e.ComplexityRoot.OfferedTool.Annotations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Annotations(childComplexity), true
+	case "OfferedTool.description":
+		if e.ComplexityRoot.OfferedTool.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Description(childComplexity), true
+	case "OfferedTool.inputSchema":
+		if e.ComplexityRoot.OfferedTool.InputSchema == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.InputSchema(childComplexity), true
+	case "OfferedTool.name":
+		if e.ComplexityRoot.OfferedTool.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Name(childComplexity), true
+	case "OfferedTool.native":
+		if e.ComplexityRoot.OfferedTool.Native == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Native(childComplexity), true
+	case "OfferedTool.unavailable":
+		if e.ComplexityRoot.OfferedTool.Unavailable == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Unavailable(childComplexity), true
+	case "OfferedTool.version":
+		if e.ComplexityRoot.OfferedTool.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTool.Version(childComplexity), true
+
+	case "OfferedTools.tools":
+		if e.ComplexityRoot.OfferedTools.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTools.Tools(childComplexity), true
+	case "OfferedTools.unreadable":
+		if e.ComplexityRoot.OfferedTools.Unreadable == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OfferedTools.Unreadable(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -1053,6 +1147,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+	case "PageInfo.hasPreviousPage":
+		if e.ComplexityRoot.PageInfo.HasPreviousPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasPreviousPage(childComplexity), true
+	case "PageInfo.startCursor":
+		if e.ComplexityRoot.PageInfo.StartCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
 	case "Policy.actions":
 		if e.ComplexityRoot.Policy.Actions == nil {
@@ -1185,7 +1291,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Session.Executions(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Session.Executions(childComplexity, args["where"].(*model.ExecutionWhere), args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "Session.id":
 		if e.ComplexityRoot.Session.ID == nil {
 			break
@@ -1204,6 +1310,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Session.Inputs(childComplexity), true
+	case "Session.requestCount":
+		if e.ComplexityRoot.Session.RequestCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Session.RequestCount(childComplexity), true
 
 	case "SessionInput.admittedAt":
 		if e.ComplexityRoot.SessionInput.AdmittedAt == nil {
@@ -1254,6 +1366,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SkillReference.Version(childComplexity), true
+
+	case "ToolAnnotations.destructiveHint":
+		if e.ComplexityRoot.ToolAnnotations.DestructiveHint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolAnnotations.DestructiveHint(childComplexity), true
+	case "ToolAnnotations.openWorldHint":
+		if e.ComplexityRoot.ToolAnnotations.OpenWorldHint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolAnnotations.OpenWorldHint(childComplexity), true
+	case "ToolAnnotations.readOnlyHint":
+		if e.ComplexityRoot.ToolAnnotations.ReadOnlyHint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolAnnotations.ReadOnlyHint(childComplexity), true
 
 	case "ToolReference.input":
 		if e.ComplexityRoot.ToolReference.Input == nil {
@@ -1445,8 +1576,11 @@ type Mutation {
 type ActionsQuery {
   "Actions in name order."
   list(first: Int, after: String): ActionConnection!
-  "Executions in the order they were recorded."
-  executions(where: ExecutionWhere, first: Int, after: String): ExecutionConnection!
+  """
+  Executions in the order they were recorded: the first after a cursor, or
+  with last, the last before one (the newest).
+  """
+  executions(where: ExecutionWhere, first: Int, after: String, last: Int, before: String): ExecutionConnection!
   "A session of an MCP server."
   session(actionId: ID!, sessionId: String!): Session
   sessions(actionId: ID!): [Session!]!
@@ -1604,13 +1738,20 @@ type Action {
   execution: ExecutionSettings!
   session: JSON
   mcp: McpBlock
+  """
+  For an MCP server, the tools a tools/list would offer now, in reference
+  order, at the versions its references resolve to, with the annotations
+  derived for them; tools whose action the reader may not read are only
+  counted. Null for other kinds.
+  """
+  offeredTools: OfferedTools
   "The whole stored definition."
   definition: JSON!
   created: Timestamp!
   modified: Timestamp!
   "Every version, oldest first."
   history: [Action!]!
-  executions(where: ExecutionWhere, first: Int, after: String): ExecutionConnection!
+  executions(where: ExecutionWhere, first: Int, after: String, last: Int, before: String): ExecutionConnection!
 }
 
 type Policy {
@@ -1648,6 +1789,35 @@ type McpBlock {
   endpoint: String!
 }
 
+type OfferedTools {
+  tools: [OfferedTool!]!
+  "Offered tools whose action the reader may not read."
+  unreadable: Int!
+}
+
+type OfferedTool {
+  "The name the external agent sees."
+  name: String!
+  "The tool's action; null for a native tool."
+  actionId: ID
+  "The version the reference resolves to; null for a native tool."
+  version: Int
+  native: Boolean!
+  description: String
+  "The input schema the external agent sees: fixed input and headers left out, intent added."
+  inputSchema: JSON
+  annotations: ToolAnnotations!
+  "Why a listing leaves the tool out and a call of it is refused (a name clash, an intent property); null when it is offered."
+  unavailable: String
+}
+
+type ToolAnnotations {
+  readOnlyHint: Boolean!
+  "false when the tool can only read and insert; null (omitted) otherwise."
+  destructiveHint: Boolean
+  openWorldHint: Boolean!
+}
+
 type McpLimits {
   callsPerMinute: Int
 }
@@ -1665,6 +1835,9 @@ type ActionEdge {
 type PageInfo {
   hasNextPage: Boolean!
   endCursor: String
+  "Whether there are earlier rows: set for a page read with last."
+  hasPreviousPage: Boolean!
+  startCursor: String
 }
 
 # ------------------------------------------------------------- executions
@@ -1674,6 +1847,19 @@ input ExecutionWhere {
   sessionId: String
   parentId: ID
   preview: Boolean
+  "request, refusal, call or task."
+  role: String
+  status: ExecutionStatus
+  "The principal the execution ran as."
+  caller: String
+  "Requests whose JSON-RPC method is this, such as tools/call."
+  method: String
+  "Requests whose tools/call named this tool, and calls of a tool of this name."
+  tool: String
+  "Started at or after this time."
+  startedAfter: Timestamp
+  "Started before this time."
+  startedBefore: Timestamp
 }
 
 type ExecutionConnection {
@@ -1769,10 +1955,12 @@ type Session {
   createdAt: Timestamp!
   closedAt: Timestamp
   closed: Boolean!
+  "How many requests the session admitted."
+  requestCount: Int!
   "The session's ordered request log."
   inputs: [SessionInput!]!
   "The requests' executions."
-  executions(first: Int, after: String): ExecutionConnection!
+  executions(where: ExecutionWhere, first: Int, after: String, last: Int, before: String): ExecutionConnection!
 }
 
 type SessionInput {
@@ -1879,6 +2067,8 @@ func (ec *executionContext) childFields_Action(ctx context.Context, field graphq
 		return ec.fieldContext_Action_session(ctx, field)
 	case "mcp":
 		return ec.fieldContext_Action_mcp(ctx, field)
+	case "offeredTools":
+		return ec.fieldContext_Action_offeredTools(ctx, field)
 	case "definition":
 		return ec.fieldContext_Action_definition(ctx, field)
 	case "created":
@@ -2161,12 +2351,48 @@ func (ec *executionContext) childFields_McpRequest(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type McpRequest", field.Name)
 }
 
+func (ec *executionContext) childFields_OfferedTool(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_OfferedTool_name(ctx, field)
+	case "actionId":
+		return ec.fieldContext_OfferedTool_actionId(ctx, field)
+	case "version":
+		return ec.fieldContext_OfferedTool_version(ctx, field)
+	case "native":
+		return ec.fieldContext_OfferedTool_native(ctx, field)
+	case "description":
+		return ec.fieldContext_OfferedTool_description(ctx, field)
+	case "inputSchema":
+		return ec.fieldContext_OfferedTool_inputSchema(ctx, field)
+	case "annotations":
+		return ec.fieldContext_OfferedTool_annotations(ctx, field)
+	case "unavailable":
+		return ec.fieldContext_OfferedTool_unavailable(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OfferedTool", field.Name)
+}
+
+func (ec *executionContext) childFields_OfferedTools(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "tools":
+		return ec.fieldContext_OfferedTools_tools(ctx, field)
+	case "unreadable":
+		return ec.fieldContext_OfferedTools_unreadable(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OfferedTools", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
 		return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
 	case "endCursor":
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
+	case "hasPreviousPage":
+		return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+	case "startCursor":
+		return ec.fieldContext_PageInfo_startCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
@@ -2211,6 +2437,8 @@ func (ec *executionContext) childFields_Session(ctx context.Context, field graph
 		return ec.fieldContext_Session_closedAt(ctx, field)
 	case "closed":
 		return ec.fieldContext_Session_closed(ctx, field)
+	case "requestCount":
+		return ec.fieldContext_Session_requestCount(ctx, field)
 	case "inputs":
 		return ec.fieldContext_Session_inputs(ctx, field)
 	case "executions":
@@ -2245,6 +2473,18 @@ func (ec *executionContext) childFields_SkillReference(ctx context.Context, fiel
 		return ec.fieldContext_SkillReference_version(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SkillReference", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolAnnotations(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "readOnlyHint":
+		return ec.fieldContext_ToolAnnotations_readOnlyHint(ctx, field)
+	case "destructiveHint":
+		return ec.fieldContext_ToolAnnotations_destructiveHint(ctx, field)
+	case "openWorldHint":
+		return ec.fieldContext_ToolAnnotations_openWorldHint(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolAnnotations", field.Name)
 }
 
 func (ec *executionContext) childFields_ToolReference(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2416,6 +2656,22 @@ func (ec *executionContext) field_Action_executions_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["after"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg4
 	return args, nil
 }
 
@@ -2526,6 +2782,22 @@ func (ec *executionContext) field_ActionsQuery_executions_args(ctx context.Conte
 		return nil, err
 	}
 	args["after"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg4
 	return args, nil
 }
 
@@ -2800,22 +3072,46 @@ func (ec *executionContext) field_Query_execution_args(ctx context.Context, rawA
 func (ec *executionContext) field_Session_executions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
-	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*model.ExecutionWhere, error) {
+			return ec.unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionWhere(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
 		func(ctx context.Context, v any) (*int, error) {
 			return ec.unmarshalOInt2ᚖint(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["first"] = arg0
-	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
 		func(ctx context.Context, v any) (*string, error) {
 			return ec.unmarshalOString2ᚖstring(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["after"] = arg1
+	args["after"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg4
 	return args, nil
 }
 
@@ -3329,6 +3625,38 @@ func (ec *executionContext) fieldContext_Action_mcp(_ context.Context, field gra
 	return fc, nil
 }
 
+func (ec *executionContext) _Action_offeredTools(ctx context.Context, field graphql.CollectedField, obj model.Action) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Action_offeredTools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OfferedTools(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.OfferedTools) graphql.Marshaler {
+			return ec.marshalOOfferedTools2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedTools(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Action_offeredTools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Action",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OfferedTools(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Action_definition(ctx context.Context, field graphql.CollectedField, obj model.Action) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3440,7 +3768,7 @@ func (ec *executionContext) _Action_executions(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Action().Executions(ctx, obj, fc.Args["where"].(*model.ExecutionWhere), fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Action().Executions(ctx, obj, fc.Args["where"].(*model.ExecutionWhere), fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ExecutionConnection) graphql.Marshaler {
@@ -4457,7 +4785,7 @@ func (ec *executionContext) _ActionsQuery_executions(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.ActionsQuery().Executions(ctx, obj, fc.Args["where"].(*model.ExecutionWhere), fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.ActionsQuery().Executions(ctx, obj, fc.Args["where"].(*model.ExecutionWhere), fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ExecutionConnection) graphql.Marshaler {
@@ -5791,6 +6119,254 @@ func (ec *executionContext) fieldContext_Mutation_auth(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _OfferedTool_name(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "String")
+}
+
+func (ec *executionContext) _OfferedTool_actionId(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_actionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_actionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "ID")
+}
+
+func (ec *executionContext) _OfferedTool_version(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OfferedTool_native(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_native(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Native, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_native(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _OfferedTool_description(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "String")
+}
+
+func (ec *executionContext) _OfferedTool_inputSchema(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_inputSchema(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputSchema, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_inputSchema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _OfferedTool_annotations(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_annotations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Annotations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolAnnotations) graphql.Marshaler {
+			return ec.marshalNToolAnnotations2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐToolAnnotations(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_annotations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OfferedTool",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolAnnotations(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OfferedTool_unavailable(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTool_unavailable(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unavailable, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTool_unavailable(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTool", field, false, false, "String")
+}
+
+func (ec *executionContext) _OfferedTools_tools(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTools) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTools_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.OfferedTool) graphql.Marshaler {
+			return ec.marshalNOfferedTool2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedToolᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTools_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OfferedTools",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OfferedTool(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OfferedTools_unreadable(ctx context.Context, field graphql.CollectedField, obj *model.OfferedTools) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OfferedTools_unreadable(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unreadable, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OfferedTools_unreadable(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OfferedTools", field, false, false, "Int")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5834,6 +6410,52 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
+func (ec *executionContext) _PageInfo_hasPreviousPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasPreviousPage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_hasPreviousPage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _PageInfo_startCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_startCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartCursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_startCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
 }
 
@@ -6449,6 +7071,29 @@ func (ec *executionContext) fieldContext_Session_closed(_ context.Context, field
 	return graphql.NewScalarFieldContext("Session", field, true, false, "Boolean")
 }
 
+func (ec *executionContext) _Session_requestCount(ctx context.Context, field graphql.CollectedField, obj model.Session) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Session_requestCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestCount(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Session_requestCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Session", field, true, false, "Int")
+}
+
 func (ec *executionContext) _Session_inputs(ctx context.Context, field graphql.CollectedField, obj model.Session) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6491,7 +7136,7 @@ func (ec *executionContext) _Session_executions(ctx context.Context, field graph
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Session().Executions(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Session().Executions(ctx, obj, fc.Args["where"].(*model.ExecutionWhere), fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ExecutionConnection) graphql.Marshaler {
@@ -6707,6 +7352,75 @@ func (ec *executionContext) _SkillReference_version(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_SkillReference_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SkillReference", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ToolAnnotations_readOnlyHint(ctx context.Context, field graphql.CollectedField, obj *model.ToolAnnotations) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolAnnotations_readOnlyHint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReadOnlyHint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolAnnotations_readOnlyHint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolAnnotations", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ToolAnnotations_destructiveHint(ctx context.Context, field graphql.CollectedField, obj *model.ToolAnnotations) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolAnnotations_destructiveHint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DestructiveHint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolAnnotations_destructiveHint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolAnnotations", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ToolAnnotations_openWorldHint(ctx context.Context, field graphql.CollectedField, obj *model.ToolAnnotations) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolAnnotations_openWorldHint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OpenWorldHint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolAnnotations_openWorldHint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolAnnotations", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _ToolReference_name(ctx context.Context, field graphql.CollectedField, obj *model.ToolReference) (ret graphql.Marshaler) {
@@ -8306,7 +9020,7 @@ func (ec *executionContext) unmarshalInputExecutionWhere(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"actionId", "sessionId", "parentId", "preview"}
+	fieldsInOrder := [...]string{"actionId", "sessionId", "parentId", "preview", "role", "status", "caller", "method", "tool", "startedAfter", "startedBefore"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8341,6 +9055,55 @@ func (ec *executionContext) unmarshalInputExecutionWhere(ctx context.Context, ob
 				return it, err
 			}
 			it.Preview = data
+		case "role":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("role"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Role = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOExecutionStatus2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "caller":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("caller"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Caller = data
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "tool":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tool"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tool = data
+		case "startedAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAfter"))
+			data, err := ec.unmarshalOTimestamp2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAfter = data
+		case "startedBefore":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedBefore"))
+			data, err := ec.unmarshalOTimestamp2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedBefore = data
 		}
 	}
 	return it, nil
@@ -9065,6 +9828,12 @@ func (ec *executionContext) _Action(ctx context.Context, sel ast.SelectionSet, o
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Action_mcp(ctx, field, obj)
+				})
+		case "offeredTools":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Action_offeredTools(ctx, field, obj)
 				})
 		case "definition":
 			out.Values[i] = ec._Action_definition(ctx, field, obj)
@@ -10096,6 +10865,112 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var offeredToolImplementors = []string{"OfferedTool"}
+
+func (ec *executionContext) _OfferedTool(ctx context.Context, sel ast.SelectionSet, obj *model.OfferedTool) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, offeredToolImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OfferedTool")
+		case "name":
+			out.Values[i] = ec._OfferedTool_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actionId":
+			out.Values[i] = ec._OfferedTool_actionId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._OfferedTool_version(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "native":
+			out.Values[i] = ec._OfferedTool_native(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._OfferedTool_description(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "inputSchema":
+			out.Values[i] = ec._OfferedTool_inputSchema(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "annotations":
+			out.Values[i] = ec._OfferedTool_annotations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unavailable":
+			out.Values[i] = ec._OfferedTool_unavailable(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var offeredToolsImplementors = []string{"OfferedTools"}
+
+func (ec *executionContext) _OfferedTools(ctx context.Context, sel ast.SelectionSet, obj *model.OfferedTools) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, offeredToolsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OfferedTools")
+		case "tools":
+			out.Values[i] = ec._OfferedTools_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unreadable":
+			out.Values[i] = ec._OfferedTools_unreadable(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *model.PageInfo) graphql.Marshaler {
@@ -10114,6 +10989,16 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "endCursor":
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hasPreviousPage":
+			out.Values[i] = ec._PageInfo_hasPreviousPage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startCursor":
+			out.Values[i] = ec._PageInfo_startCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -10352,6 +11237,11 @@ func (ec *executionContext) _Session(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "requestCount":
+			out.Values[i] = ec._Session_requestCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "inputs":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -10458,6 +11348,49 @@ func (ec *executionContext) _SkillReference(ctx context.Context, sel ast.Selecti
 		case "version":
 			out.Values[i] = ec._SkillReference_version(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolAnnotationsImplementors = []string{"ToolAnnotations"}
+
+func (ec *executionContext) _ToolAnnotations(ctx context.Context, sel ast.SelectionSet, obj *model.ToolAnnotations) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolAnnotationsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolAnnotations")
+		case "readOnlyHint":
+			out.Values[i] = ec._ToolAnnotations_readOnlyHint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "destructiveHint":
+			out.Values[i] = ec._ToolAnnotations_destructiveHint(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "openWorldHint":
+			out.Values[i] = ec._ToolAnnotations_openWorldHint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -11273,6 +12206,30 @@ func (ec *executionContext) unmarshalNMcpSessionStartInput2ᚖgithubᚗcomᚋinc
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNOfferedTool2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedToolᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.OfferedTool) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOfferedTool2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedTool(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNOfferedTool2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedTool(ctx context.Context, sel ast.SelectionSet, v *model.OfferedTool) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OfferedTool!")
+		return graphql.Null
+	}
+	return ec._OfferedTool(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
@@ -11540,6 +12497,14 @@ func (ec *executionContext) marshalNTimestamp2timeᚐTime(ctx context.Context, s
 	return res
 }
 
+func (ec *executionContext) marshalNToolAnnotations2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐToolAnnotations(ctx context.Context, sel ast.SelectionSet, v *model.ToolAnnotations) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ToolAnnotations!")
+		return graphql.Null
+	}
+	return ec._ToolAnnotations(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNToolReference2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐToolReferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ToolReference) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11795,6 +12760,22 @@ func (ec *executionContext) unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋi
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOExecutionStatus2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionStatus(ctx context.Context, v any) (*model.ExecutionStatus, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ExecutionStatus)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOExecutionStatus2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionStatus(ctx context.Context, sel ast.SelectionSet, v *model.ExecutionStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionWhere(ctx context.Context, v any) (*model.ExecutionWhere, error) {
 	if v == nil {
 		return nil, nil
@@ -11981,6 +12962,13 @@ func (ec *executionContext) unmarshalOMcpResourceInput2ᚕᚖgithubᚗcomᚋincu
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalOOfferedTools2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐOfferedTools(ctx context.Context, sel ast.SelectionSet, v *model.OfferedTools) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._OfferedTools(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOPolicyInput2ᚕᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐPolicyInputᚄ(ctx context.Context, v any) ([]*model.PolicyInput, error) {

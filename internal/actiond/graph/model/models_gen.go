@@ -54,6 +54,19 @@ type ExecutionWhere struct {
 	SessionID *string `json:"sessionId,omitempty"`
 	ParentID  *string `json:"parentId,omitempty"`
 	Preview   *bool   `json:"preview,omitempty"`
+	// request, refusal, call or task.
+	Role   *string          `json:"role,omitempty"`
+	Status *ExecutionStatus `json:"status,omitempty"`
+	// The principal the execution ran as.
+	Caller *string `json:"caller,omitempty"`
+	// Requests whose JSON-RPC method is this, such as tools/call.
+	Method *string `json:"method,omitempty"`
+	// Requests whose tools/call named this tool, and calls of a tool of this name.
+	Tool *string `json:"tool,omitempty"`
+	// Started at or after this time.
+	StartedAfter *time.Time `json:"startedAfter,omitempty"`
+	// Started before this time.
+	StartedBefore *time.Time `json:"startedBefore,omitempty"`
 }
 
 type KVValue struct {
@@ -132,9 +145,34 @@ type McpSessionStartInput struct {
 type Mutation struct {
 }
 
+type OfferedTool struct {
+	// The name the external agent sees.
+	Name string `json:"name"`
+	// The tool's action; null for a native tool.
+	ActionID *string `json:"actionId,omitempty"`
+	// The version the reference resolves to; null for a native tool.
+	Version     *int    `json:"version,omitempty"`
+	Native      bool    `json:"native"`
+	Description *string `json:"description,omitempty"`
+	// The input schema the external agent sees: fixed input and headers left out, intent added.
+	InputSchema JSON             `json:"inputSchema,omitempty"`
+	Annotations *ToolAnnotations `json:"annotations"`
+	// Why a listing leaves the tool out and a call of it is refused (a name clash, an intent property); null when it is offered.
+	Unavailable *string `json:"unavailable,omitempty"`
+}
+
+type OfferedTools struct {
+	Tools []*OfferedTool `json:"tools"`
+	// Offered tools whose action the reader may not read.
+	Unreadable int `json:"unreadable"`
+}
+
 type PageInfo struct {
 	HasNextPage bool    `json:"hasNextPage"`
 	EndCursor   *string `json:"endCursor,omitempty"`
+	// Whether there are earlier rows: set for a page read with last.
+	HasPreviousPage bool    `json:"hasPreviousPage"`
+	StartCursor     *string `json:"startCursor,omitempty"`
 }
 
 type Policy struct {
@@ -185,6 +223,13 @@ type SkillReferenceInput struct {
 	Name    string `json:"name"`
 	Version *int   `json:"version,omitempty"`
 	Preload *bool  `json:"preload,omitempty"`
+}
+
+type ToolAnnotations struct {
+	ReadOnlyHint bool `json:"readOnlyHint"`
+	// false when the tool can only read and insert; null (omitted) otherwise.
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	OpenWorldHint   bool  `json:"openWorldHint"`
 }
 
 // What makes an action callable as a tool: its input and output JSON Schemas (2020-12).

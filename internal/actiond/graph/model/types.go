@@ -57,6 +57,7 @@ type Action interface {
 	Execution() *ExecutionSettings
 	Session() (JSON, error)
 	Mcp(ctx context.Context) (*McpBlock, error)
+	OfferedTools(ctx context.Context) (*OfferedTools, error)
 	Definition() (JSON, error)
 	History(ctx context.Context) ([]Action, error)
 }
@@ -100,5 +101,6 @@ type Session interface {
 	CreatedAt() time.Time
 	ClosedAt() *time.Time
 	Closed() bool
+	RequestCount() int
 	Inputs(ctx context.Context) ([]*SessionInput, error)
 }

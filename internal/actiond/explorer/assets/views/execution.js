@@ -1,0 +1,181 @@
+// One execution in full: a request as recorded and the result its client
+// received, its call tree by lineage with each call's effective input,
+// output or error and write set (rows the viewer may not read only
+// counted), what rolled back, its uses; a refusal's reason; a task's
+// transcript when the record has one.
+import {h, append, badge, duration, note, pre, section, table, time} from '../dom.js';
+import {gql} from '../api.js';
+import {link} from '../app.js';
+import {outcome, previewMark, refusalOf, statusBadge, toolOf} from './common.js';
+
+export const DEPTH = 4;
+
+const callFields = `id actionId actionName actionVersion role status caller input output error invocation preview
+  rolledBackByExecutionId parentId startedAt endedAt startedBy
+  writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }`;
+
+// nested asks for calls depth levels down, and for the IDs one level
+// further, so that the page knows where a deeper tree goes on.
+export function nested(depth) {
+  return depth === 0 ? 'calls { id }' : `calls { ${callFields} ${nested(depth - 1)} }`;
+}
+
+const query = `query ExplorerExecution($id: ID!) {
+  execution(id: $id) { ${callFields} actionName eventType sessionId subject client
+    mcpRequest { method params id principal subject client protocolVersion intent }
+    ${nested(DEPTH)} } }`;
+
+const subtreeQuery = `query ExplorerCalls($id: ID!) { execution(id: $id) { id ${nested(DEPTH)} } }`;
+
+export async function executionView(ctx, el, id) {
+  const data = await gql(query, {id}, {signal: ctx.signal});
+  const e = data.execution;
+  if (!e) throw new Error('No execution ' + id + ' that you may read.');
+  // A request's action is its server; a call's is a tool, reached through
+  // the execution that called it.
+  const crumbs = e.mcpRequest ? [[e.actionName, link(['server', e.actionId])]] : [];
+  if (e.sessionId) crumbs.push([e.sessionId, link(['session', e.actionId, e.sessionId])]);
+  if (e.parentId) crumbs.push(['called by ' + e.parentId.slice(0, 8), link(['execution', e.parentId])]);
+  crumbs.push([e.role + ' ' + e.id.slice(0, 8), null]);
+  ctx.crumbs(...crumbs);
+
+  const r = e.mcpRequest;
+  append(el, [
+    h('h1', {}, title(e), ' ', statusBadge(e), ' ', previewMark(e)),
+    h('dl', {class: 'facts'},
+      h('dt', {}, 'Execution'), h('dd', {}, h('code', {id: 'execution-id'}, e.id)),
+      h('dt', {}, 'Role'), h('dd', {}, e.role),
+      h('dt', {}, 'Action'), h('dd', {}, e.actionName, version(e)),
+      h('dt', {}, 'Principal'), h('dd', {}, e.caller, e.subject ? ' / ' + e.subject : '', e.client ? ' · ' + e.client : ''),
+      h('dt', {}, 'Started'), h('dd', {}, time(e.startedAt)),
+      h('dt', {}, 'Took'), h('dd', {}, duration(e.startedAt, e.endedAt)),
+      r ? [h('dt', {}, 'Protocol'), h('dd', {}, r.protocolVersion)] : null,
+      e.startedBy ? [h('dt', {}, 'Started by'), h('dd', {}, h('a', {href: link(['execution', e.startedBy])}, e.startedBy))] : null,
+      e.rolledBackByExecutionId ? [h('dt', {}, 'Rolled back by'), h('dd', {}, h('a', {href: link(['execution', e.rolledBackByExecutionId])}, e.rolledBackByExecutionId))] : null),
+    r && r.intent ? h('blockquote', {class: 'intent-quote', id: 'intent'}, h('span', {class: 'label'}, 'Stated intent: '), r.intent) : null,
+    e.role === 'refusal' ? refusal(e) : null,
+    e.mcpRequest ? h('p', {}, h('a', {href: link(['replay', e.actionId]), id: 'compare-link'}, 'Compare with other requests of this server')) : null,
+    section(r ? 'The request as recorded' : 'Input', pre(e.input)),
+    section(r ? 'The result the client received' : outcomeTitle(e), e.output !== null ? pre(e.output, 'json result') : note('No result: ' + e.status)),
+    e.error ? section('Error', pre(e.error, 'json error')) : null,
+    e.invocation ? section('What the run recorded about itself', pre(e.invocation)) : null,
+    transcript(e),
+    section('Call tree', callTree(ctx, e)),
+    e.role !== 'request' ? section('Write set', writeSet(e)) : null,
+    section('Uses', uses(e)),
+  ]);
+}
+
+// version is an action's version; a native tool has none.
+function version(e) {
+  return e.actionVersion ? ` v${e.actionVersion}` : ' (native)';
+}
+
+function title(e) {
+  const r = e.mcpRequest;
+  if (!r) return e.actionName;
+  const tool = toolOf(e);
+  return r.method + (tool ? ' ' + tool : '');
+}
+
+function outcomeTitle(e) {
+  return e.status === 'FAILED' ? 'Output (none: it failed)' : 'Output';
+}
+
+function refusal(e) {
+  const r = refusalOf(e);
+  return h('div', {class: 'refusal', id: 'refusal'},
+    h('p', {}, h('strong', {}, 'Refused: '), h('code', {}, r.code), ' ', r.message),
+    r.unrecorded !== undefined ? h('p', {}, h('span', {id: 'unrecorded'}, String(r.unrecorded)),
+      ` more refusals of this principal and subject were only counted (unrecorded_refusals) in the window opened ${r.window}.`) : null);
+}
+
+// transcript shows an agent's exchanges when its record carries them: a
+// task's execution keeps its transcript in its invocation.
+function transcript(e) {
+  const t = e.invocation && (e.invocation.transcript || e.invocation.messages);
+  if (e.role !== 'task' && !t) return null;
+  if (!t) return section('Transcript', note('This task recorded no transcript yet.'));
+  return section('Transcript', h('ol', {class: 'transcript'}, (Array.isArray(t) ? t : [t]).map((m) =>
+    h('li', {class: 'turn ' + (m.role || '')}, h('span', {class: 'label'}, m.role || ''), pre(m.content !== undefined ? m.content : m)))));
+}
+
+function callTree(ctx, e) {
+  if (!e.calls || !e.calls.length) return note(e.role === 'request' ? 'The request made no call.' : 'No call beneath this one.');
+  return h('ol', {class: 'tree', id: 'call-tree', role: 'tree', 'aria-label': 'Calls by lineage'}, e.calls.map((c) => callNode(ctx, c, 1)));
+}
+
+function callNode(ctx, c, depth) {
+  const body = h('div', {class: 'call-body'},
+    h('h4', {}, 'Effective input'), pre(c.input, 'json input'),
+    c.status === 'FAILED' || c.error ? [h('h4', {}, 'Error'), pre(c.error, 'json error')] : [h('h4', {}, 'Output'), pre(c.output, 'json output')],
+    program(c),
+    h('h4', {}, 'Write set'), writeSet(c),
+    c.uses && c.uses.length ? [h('h4', {}, 'Uses'), uses(c)] : null);
+  const children = h('ol', {class: 'tree', role: 'group'});
+  if (c.calls && c.calls.length) {
+    if (c.calls[0].actionName === undefined) {
+      children.append(h('li', {}, h('button', {type: 'button', class: 'deeper', onclick: (ev) => deeper(ctx, ev, c.id, children, depth)},
+        `Load ${c.calls.length} deeper call${c.calls.length > 1 ? 's' : ''}`)));
+    } else {
+      c.calls.forEach((child) => children.append(callNode(ctx, child, depth + 1)));
+    }
+  }
+  return h('li', {role: 'treeitem', 'aria-level': depth, class: 'call', dataset: {execution: c.id, parent: c.parentId, name: c.actionName, status: c.status}},
+    h('details', {open: depth <= 2},
+      h('summary', {},
+        h('span', {class: 'call-name'}, c.actionName), version(c), ' ', statusBadge(c), ' ', previewMark(c), ' ',
+        h('span', {class: 'took'}, duration(c.startedAt, c.endedAt)),
+        c.rolledBackByExecutionId ? [' ', badge('rolled back', 'rolledback'), ' by ', h('a', {href: link(['execution', c.rolledBackByExecutionId]), class: 'rolled-back-by'}, c.rolledBackByExecutionId.slice(0, 8))] : null,
+        ' ', h('a', {href: link(['execution', c.id]), class: 'call-link', 'aria-label': 'Open call ' + c.actionName}, 'open')),
+      body),
+    children);
+}
+
+// program shows a program's source and an invoke's target as code, not
+// buried in the JSON of its input, when a call of those native tools is
+// recorded.
+function program(c) {
+  if (c.actionName === 'program' && c.input && typeof c.input.source === 'string') {
+    return [h('h4', {}, 'Program'), h('pre', {class: 'source', tabindex: 0}, c.input.source)];
+  }
+  if (c.actionName === 'invoke' && c.input) {
+    return [h('h4', {}, 'Invoked'), pre({action_id: c.input.action_id, commit: c.input.commit === true, draft: c.input.draft ? 'a draft (in the input)' : null})];
+  }
+  return null;
+}
+
+async function deeper(ctx, event, id, children, depth) {
+  event.currentTarget.disabled = true;
+  const data = await gql(subtreeQuery, {id}, {signal: ctx.signal});
+  children.replaceChildren(...data.execution.calls.map((c) => callNode(ctx, c, depth + 1)));
+}
+
+function writeSet(c) {
+  const rows = c.writeSet || [];
+  const unreadable = c.writeSetUnreadable || 0;
+  const summary = h('p', {class: 'ws-summary'}, rows.length + ' row' + (rows.length === 1 ? '' : 's'),
+    c.preview ? ' it would have written (preview: none committed)' : c.rolledBackByExecutionId ? ' it wrote, rolled back' : ' written',
+    unreadable ? h('span', {class: 'unreadable', dataset: {count: unreadable}}, ` · ${unreadable} row${unreadable === 1 ? '' : 's'} you may not read`) : null);
+  if (!rows.length) return summary;
+  return [summary, table([
+    ['Table', (w) => w.table],
+    ['Key', (w) => h('code', {}, w.key)],
+    ['New value', (w) => w.deleted ? badge('deleted', 'failed') : pre(w.value)],
+  ], rows, {class: 'writeset'})];
+}
+
+function uses(e) {
+  if (!e.uses || !e.uses.length) return note('No use recorded.');
+  return h('ul', {class: 'uses'}, e.uses.map((u) => h('li', {}, u.kind, ' of ', h('a', {href: link(['execution', u.executionId])}, u.executionId))));
+}
+
+// flatten lists a tree's calls depth first, for comparing write sets.
+export function flatten(e) {
+  const out = [];
+  const walk = (c) => { out.push(c); (c.calls || []).forEach((x) => x.actionName !== undefined && walk(x)); };
+  (e.calls || []).forEach(walk);
+  return out;
+}
+
+export {query as executionQuery, outcome};
