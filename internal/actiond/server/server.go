@@ -42,8 +42,8 @@ type Options struct {
 	// while PublicURL is a loopback URL.
 	SignIn SignIn
 	Clock  clock.Clock
-	Random  io.Reader
-	Logger  *slog.Logger
+	Random io.Reader
+	Logger *slog.Logger
 }
 
 // SignIn configures the local authorization server.
