@@ -197,13 +197,13 @@ func approveOverHTTP(t *testing.T, subject string) func(string) {
 	}
 }
 
-// ACT-055, ACT-056, ACT-057, ACT-058: the real Claude Code, added with
+// ACT-056, ACT-057: the real Claude Code, added with
 // `claude mcp add --transport http` and no header, signs in to a real
 // actiond by itself (discovery, registration, the consent page, PKCE),
 // calls a tool as the approved subject, and, once its access token has
 // expired, calls again having refreshed it by itself; a revoked refresh
 // token is refused.
-func TestClaudeCodeSignsInAndRefreshes_ACT055_ACT056_ACT057_ACT058(t *testing.T) {
+func TestClaudeCodeSignsInAndRefreshes_ACT056_ACT057(t *testing.T) {
 	p := serve(t, store.SQLite, "--access-token-ttl", "2s")
 	endpoint := p.URL + "/mcp/v1/000000000000/default"
 	api := newMessagesAPI(t, "mcp__actiond__cel", map[string]any{"expression": "1 + 2", "intent": "Add the numbers the user asked about."})
