@@ -53,7 +53,7 @@ func (s *Server) showConsent(w http.ResponseWriter, q *request, problem string, 
 	s.render(w, status, view{
 		Error: problem, ClientName: name, RedirectTo: origin(q.redirectURI), Audience: s.audience,
 		Principal: s.opts.Principal, Accounts: strings.Join(s.opts.Accounts, ", "), Subject: s.opts.DefaultSubject,
-		AccessTTL: s.opts.AccessTTL.String(), RefreshTTL: days(s.opts.RefreshTTL), CSRF: csrf,
+		AccessTTL: span(s.opts.AccessTTL), RefreshTTL: span(s.opts.RefreshTTL), CSRF: csrf,
 		Params: q.params(), ActionPath: AuthorizePath,
 	}, origin(q.redirectURI))
 }
@@ -107,13 +107,19 @@ func origin(uri string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-func days(d time.Duration) string {
-	const day = 24 * time.Hour
-	switch {
-	case d == day:
-		return "1 day"
-	case d > day && d%day == 0:
-		return strconv.Itoa(int(d/day)) + " days"
+// span says a lifetime as a person would: "15 minutes", "30 days".
+func span(d time.Duration) string {
+	for _, unit := range []struct {
+		size time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
+		if d >= unit.size && d%unit.size == 0 {
+			n := int(d / unit.size)
+			if n == 1 {
+				return "1 " + unit.name
+			}
+			return strconv.Itoa(n) + " " + unit.name + "s"
+		}
 	}
 	return d.String()
 }

@@ -71,7 +71,8 @@ func TestHostSignsInByItself_ACT056_ACT057(t *testing.T) {
 
 		h := newHost(t, env.URL, nil)
 		p := h.open(h.authorizeURL(nil))
-		if p.status != http.StatusOK || !strings.Contains(p.body, `value="operator"`) || !strings.Contains(p.body, "Test host") {
+		if p.status != http.StatusOK || !strings.Contains(p.body, `value="operator"`) || !strings.Contains(p.body, "Test host") ||
+			!strings.Contains(p.body, "last 15 minutes, renewed by the host for up to 30 days") {
 			t.Fatalf("consent page: %d %s", p.status, p.body)
 		}
 		redirect := h.redirected(h.submit(p.form, "approve", "ada", nil))
