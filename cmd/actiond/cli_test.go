@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -248,5 +249,35 @@ func TestCompletion(t *testing.T) {
 	}
 	if out := mustActiond(t, "__complete", "token", "--audience", ""); !strings.HasPrefix(out, "mcp\ngraphql\n") {
 		t.Errorf("--audience completes %q", out)
+	}
+}
+
+// token's flags end up in its claims: principal, subject, client, accounts,
+// audience and lifetime; a lifetime past the limit is a usage error.
+func TestTokenFlags(t *testing.T) {
+	p := serve(t, store.SQLite)
+	db := at.StoreArgs(p.Store)
+	raw := strings.TrimSpace(mustActiond(t, append([]string{"token", "--subject", "ada", "--principal", "ops", "--client", "nightly-job",
+		"--account", "111111111111,222222222222", "--ttl", "30m", "--audience", "graphql"}, db...)...))
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token %q", raw)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	accounts, _ := claims["accounts"].([]any)
+	if claims["sub"] != "ada" || claims["principal"] != "ops" || claims["client_id"] != "nightly-job" || claims["iss"] != p.PublicURL ||
+		claims["aud"] != p.PublicURL+"/financial/v1/graphql" || len(accounts) != 2 || accounts[1] != "222222222222" ||
+		claims["exp"].(float64)-claims["iat"].(float64) != 1800 {
+		t.Fatalf("claims %v", claims)
+	}
+	if r := actiond(t, append([]string{"token", "--subject", "ada", "--ttl", "200h"}, db...)...); r.code != 2 || !strings.Contains(r.stderr, "200h0m0s is outside") {
+		t.Fatalf("--ttl 200h: %d %s", r.code, r.stderr)
 	}
 }

@@ -91,7 +91,29 @@ func TestRecordCommands(t *testing.T) {
 		t.Fatalf("--limit 1:\n%s", last)
 	}
 
+	if byServer := mustActiond(t, append([]string{"executions", "--server", "default"}, db...)...); strings.Count(byServer, "\n") != 5 {
+		t.Fatalf("--server default:\n%s", byServer)
+	}
+	if sessions := mustActiond(t, append([]string{"sessions", "--server", "default"}, db...)...); strings.Count(sessions, "\n") != 3 {
+		t.Fatalf("sessions --server default:\n%s", sessions)
+	}
+	for _, command := range []string{"sessions", "executions"} {
+		if r := actiond(t, append([]string{command, "--server", "nope"}, db...)...); r.code != 1 || !strings.Contains(r.stderr, `no MCP server is named "nope"`) {
+			t.Fatalf("%s --server nope: %d %s", command, r.code, r.stderr)
+		}
+	}
+
 	first := all[0]["id"].(string)
+	// Execution IDs, sessions and servers complete from the database.
+	if ids := mustActiond(t, append(append([]string{"__complete", "execution"}, db...), "")...); !strings.Contains(ids, first+"\tdefault tools/call") {
+		t.Fatalf("execution IDs complete as %q", ids)
+	}
+	if ids := mustActiond(t, append(append([]string{"__complete", "executions"}, db...), "--session", "5:local:b")...); !strings.HasPrefix(ids, "5:local:bob\tdefault\n") {
+		t.Fatalf("sessions complete as %q", ids)
+	}
+	if names := mustActiond(t, append(append([]string{"__complete", "executions"}, db...), "--server", "")...); !strings.HasPrefix(names, "default\n") {
+		t.Fatalf("servers complete as %q", names)
+	}
 	detail := mustActiond(t, append([]string{"execution", first}, db...)...)
 	for _, want := range []string{"Execution  " + first, "Server     default (version 1)", "Request    tools/call cel", "Intent     Check the arithmetic.", "Subject    ada (principal local", "Calls:", "CALL  STATUS     DURATION", "cel   SUCCEEDED"} {
 		if !strings.Contains(detail, want) {
