@@ -143,7 +143,7 @@ create 00000000-0000-4000-8000-00000000c100 "$(jq -n '{
 	policies: [{effect: "ALLOW", actions: ["*"], resources: ["*"]}]
 }')"
 
-token=$("$actiond" token --principal local --subject conformance --public-url "$url" "${store[@]}")
+token=$("$actiond" token --principal local --subject conformance "${store[@]}")
 endpoint="$url/mcp/v1/000000000000/conformance"
 if ((keep)); then
 	echo "actiond: $url (pid $pid, log $work/actiond.log)"

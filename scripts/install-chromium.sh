@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs Debian's chromium for the explorer's browser tests (headless,
-# driven over the DevTools protocol) and prints its path. Idempotent.
+# Installs Debian's chromium for the browser tests of the explorer and the
+# sign-in page (headless, driven over the DevTools protocol) and prints its
+# path. Idempotent.
 set -euo pipefail
 
 if command -v chromium >/dev/null 2>&1; then

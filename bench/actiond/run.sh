@@ -94,7 +94,7 @@ graphql 'mutation { actions { createAction(id: "00000000-0000-4000-8000-0000000b
 	session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
 		id: "string(size(session.input.principal)) + \":\" + session.input.principal + \":\" + session.input.subject"},
 	tools: [{name: "double"}], policies: [{effect: ALLOW, actions: ["*"], resources: ["*"]}]}) { version } } }'
-token=$("$work/actiond" token --principal local --subject bench --public-url "$url" "${store[@]}")
+token=$("$work/actiond" token --principal local --subject bench "${store[@]}")
 
 args='{"n":21,"intent":"Benchmark the recorded tools/call."}'
 results=()

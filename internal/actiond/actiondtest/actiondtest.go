@@ -51,6 +51,10 @@ type Options struct {
 	Store *store.Options
 	// Log writes the server's log to the test log.
 	Log bool
+	// SignIn configures the sign-in.
+	SignIn server.SignIn
+	// PublicURL overrides the public URL (default the listener's).
+	PublicURL string
 }
 
 // Env is one running actiond.
@@ -80,12 +84,15 @@ func New(t testing.TB, d store.Dialect, opts Options) *Env {
 	ts := httptest.NewUnstartedServer(nil)
 	addr := ts.Listener.Addr().String()
 	public := "http://" + addr
+	if opts.PublicURL != "" {
+		public = opts.PublicURL
+	}
 	logger := slog.New(slog.DiscardHandler)
 	if opts.Log {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	srv, err := server.New(context.Background(), server.Options{
-		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger,
+		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger, SignIn: opts.SignIn,
 	})
 	if err != nil {
 		ts.Close()

@@ -177,7 +177,7 @@ func (p *Process) Log() string { return p.stderr.String() }
 // Token mints an MCP token with `actiond token` over the process's store.
 func (p *Process) Token(principal, subject string) string {
 	p.T.Helper()
-	args := append([]string{"token", "--principal", principal, "--subject", subject, "--public-url", p.PublicURL}, StoreArgs(p.Store)...)
+	args := append([]string{"token", "--principal", principal, "--subject", subject}, StoreArgs(p.Store)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, p.Binary, args...).Output()

@@ -7,9 +7,8 @@ import (
 	"github.com/incusspawn/isx/internal/coded"
 )
 
-// Reason says in one word why a token was refused. It is meant for logs and
-// records; the HTTP layer answers 401 for every reason alike so that a caller
-// learns nothing about which check failed.
+// Reason says in one word why a token was refused, for logs and records. A
+// caller is told only the coarser PublicReason.
 type Reason string
 
 const (
@@ -79,4 +78,60 @@ func refuse(reason Reason, format string, args ...any) *Error {
 // refuseFrom is a refused token whose issuer is known, or that has a cause.
 func refuseFrom(reason Reason, issuer string, cause error, format string, args ...any) *Error {
 	return &Error{Base: coded.Base{Code: string(reason), Message: fmt.Sprintf(format, args...), Err: cause}, Issuer: issuer}
+}
+
+// PublicReason is what a 401 tells the caller about its token: which kind
+// of check failed, never which key, issuer, audience or claim value was
+// involved, so that a caller can fix its configuration (get a new token,
+// ask for the right audience) without learning anything about the server.
+type PublicReason string
+
+const (
+	PublicMissing          PublicReason = "missing"
+	PublicMalformed        PublicReason = "malformed"
+	PublicExpired          PublicReason = "expired"
+	PublicNotYetValid      PublicReason = "not_yet_valid"
+	PublicWrongAudience    PublicReason = "wrong_audience"
+	PublicUnknownIssuer    PublicReason = "unknown_issuer"
+	PublicInvalidSignature PublicReason = "invalid_signature"
+	PublicUnavailable      PublicReason = "unavailable"
+)
+
+// publicSentences are the fixed sentences of each public reason: what the
+// caller can do about it.
+var publicSentences = map[PublicReason]string{
+	PublicMissing:          "No bearer token was sent; sign in, or send an Authorization: Bearer header.",
+	PublicMalformed:        "The bearer token is not a well-formed token of this server; sign in again.",
+	PublicExpired:          "The bearer token has expired; refresh it or sign in again.",
+	PublicNotYetValid:      "The bearer token is not valid yet; check this machine's clock.",
+	PublicWrongAudience:    "The bearer token is not addressed to this endpoint; get a token for these MCP endpoints.",
+	PublicUnknownIssuer:    "The bearer token's issuer is not accepted at this endpoint; sign in at the authorization server its metadata names.",
+	PublicInvalidSignature: "The bearer token's signature does not verify; sign in again.",
+	PublicUnavailable:      "The bearer token's issuer could not be checked just now; retry shortly.",
+}
+
+// Public maps a refusal to what the caller may be told: its reason and a
+// sentence. err nil is a missing token.
+func Public(err error) (PublicReason, string) {
+	if err == nil {
+		return PublicMissing, publicSentences[PublicMissing]
+	}
+	reason := PublicMalformed
+	switch ReasonOf(err) {
+	case ReasonMissing:
+		reason = PublicMissing
+	case ReasonExpired:
+		reason = PublicExpired
+	case ReasonNotYetValid:
+		reason = PublicNotYetValid
+	case ReasonWrongAudience:
+		reason = PublicWrongAudience
+	case ReasonUnknownIssuer:
+		reason = PublicUnknownIssuer
+	case ReasonBadSignature, ReasonUnknownKey:
+		reason = PublicInvalidSignature
+	case ReasonKeysUnavailable:
+		reason = PublicUnavailable
+	}
+	return reason, publicSentences[reason]
 }

@@ -101,27 +101,30 @@ func isToken68(s string) bool {
 // SetChallenge sets the WWW-Authenticate header of a 401 (ACT-067, ACT-068):
 // the endpoint's Protected Resource Metadata and the scope to request, and,
 // when a token was presented and refused (any reason but missing),
-// error="invalid_token" as RFC 6750 asks. The reason itself is never sent.
+// error="invalid_token" with the public sentence as error_description, as
+// RFC 6750 allows. Only the public reason's sentence is sent.
 func SetChallenge(h http.Header, resourceMetadataURL string, err error) {
 	value := `Bearer resource_metadata="` + quoted(resourceMetadataURL) + `", scope="` + Scope + `"`
-	if err != nil && ReasonOf(err) != ReasonMissing {
-		value += `, error="invalid_token"`
+	if reason, sentence := Public(err); reason != PublicMissing {
+		value += `, error="invalid_token", error_description="` + quoted(sentence) + `"`
 	}
 	h.Set("WWW-Authenticate", value)
 }
 
 // Challenge answers 401 with SetChallenge's header and a small JSON body
-// that, like the header, does not say why the token was refused.
+// naming the public reason and its sentence, and nothing more.
 func Challenge(w http.ResponseWriter, resourceMetadataURL string, err error) {
 	SetChallenge(w.Header(), resourceMetadataURL, err)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusUnauthorized)
+	reason, sentence := Public(err)
 	code := "invalid_token"
-	if err == nil || ReasonOf(err) == ReasonMissing {
+	if reason == PublicMissing {
 		code = "unauthorized"
 	}
-	_, _ = w.Write([]byte(`{"error":"` + code + `"}` + "\n"))
+	body, _ := json.Marshal(map[string]string{"error": code, "reason": string(reason), "error_description": sentence})
+	_, _ = w.Write(append(body, '\n'))
 }
 
 func quoted(s string) string {

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,37 +97,80 @@ func TestUnauthenticatedRequestDiscoversSignIn_ACT064_ACT067_ACT068_ACT056_ACT04
 }
 
 // ACT-065, ACT-066, ACT-067: a presented but refused token gets 401 with
-// error="invalid_token" and nothing saying why.
-func TestRefusedTokenGets401WithoutReason_ACT065_ACT066_ACT067(t *testing.T) {
+// error="invalid_token" and the public reason (body and error_description),
+// never the audience, issuer or key it was checked against.
+func TestRefusedTokenGets401WithPublicReason_ACT065_ACT066_ACT067(t *testing.T) {
 	e := newEndpoint(t)
 	graphQLToken, err := e.issuer.Mint(MintOptions{Principal: "P", Subject: "S", Audience: GraphQLAudience(e.server.URL)})
 	must(t, err)
 	good, err := e.issuer.Mint(MintOptions{Principal: "P", Subject: "S"})
 	must(t, err)
 	header, payload, _ := compact(good)
-	for name, authorization := range map[string][]string{
-		"graphql token":  {"Bearer " + graphQLToken},
-		"tampered":       {"Bearer " + header + "." + payload + ".AAAA"},
-		"two headers":    {"Bearer " + good, "Bearer " + good},
-		"two tokens":     {"Bearer " + good + " " + good},
-		"basic":          {"Basic dXNlcjpwYXNz"},
-		"empty bearer":   {"Bearer "},
-		"garbage":        {"Bearer garbage"},
-		"comma repeated": {"Bearer " + good + ", Bearer " + good},
+	for name, c := range map[string]struct {
+		authorization []string
+		reason        PublicReason
+	}{
+		"graphql token":  {[]string{"Bearer " + graphQLToken}, PublicWrongAudience},
+		"tampered":       {[]string{"Bearer " + header + "." + payload + ".AAAA"}, PublicInvalidSignature},
+		"two headers":    {[]string{"Bearer " + good, "Bearer " + good}, PublicMalformed},
+		"two tokens":     {[]string{"Bearer " + good + " " + good}, PublicMalformed},
+		"basic":          {[]string{"Basic dXNlcjpwYXNz"}, PublicMalformed},
+		"empty bearer":   {[]string{"Bearer "}, PublicMalformed},
+		"garbage":        {[]string{"Bearer garbage"}, PublicMalformed},
+		"comma repeated": {[]string{"Bearer " + good + ", Bearer " + good}, PublicMalformed},
 	} {
-		response, body := e.post(t, "/mcp/v1/000000000000/fraud-ops", authorization...)
+		response, body := e.post(t, "/mcp/v1/000000000000/fraud-ops", c.authorization...)
 		if response.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("%s: status %d", name, response.StatusCode)
 		}
 		params := parseChallenge(t, response.Header.Get("WWW-Authenticate"))
-		if params["error"] != "invalid_token" || params["scope"] != "openid" || params["resource_metadata"] == "" {
+		_, sentence := Public(refuse(reasonFor(c.reason), ""))
+		if params["error"] != "invalid_token" || params["scope"] != "openid" || params["resource_metadata"] == "" || params["error_description"] != sentence {
 			t.Fatalf("%s: challenge %v", name, params)
 		}
-		for _, reason := range []string{"audience", "signature", "malformed", "expired", "issuer"} {
-			if strings.Contains(body, reason) || strings.Contains(response.Header.Get("WWW-Authenticate"), reason) {
-				t.Fatalf("%s: the response says why (%q): %s", name, reason, body)
+		var got map[string]string
+		must(t, json.Unmarshal([]byte(body), &got))
+		if got["error"] != "invalid_token" || got["reason"] != string(c.reason) || got["error_description"] != sentence || len(got) != 3 {
+			t.Fatalf("%s: body %s, want reason %s", name, body, c.reason)
+		}
+		for _, secret := range []string{e.server.URL, e.issuer.KeyID(), "financial"} {
+			if strings.Contains(body, secret) || strings.Contains(params["error_description"], secret) {
+				t.Fatalf("%s: the response names %q: %s", name, secret, body)
 			}
 		}
+	}
+}
+
+// reasonFor is an internal reason that maps to the public one.
+func reasonFor(public PublicReason) Reason {
+	switch public {
+	case PublicWrongAudience:
+		return ReasonWrongAudience
+	case PublicInvalidSignature:
+		return ReasonBadSignature
+	}
+	return ReasonMalformed
+}
+
+// Every internal reason has a public one with a sentence, and the public
+// reasons are coarser than the internal ones, never finer.
+func TestPublicReasons(t *testing.T) {
+	want := map[Reason]PublicReason{
+		ReasonMissing: PublicMissing, ReasonMalformed: PublicMalformed, ReasonBadSignature: PublicInvalidSignature,
+		ReasonUnknownKey: PublicInvalidSignature, ReasonUnknownIssuer: PublicUnknownIssuer, ReasonExpired: PublicExpired,
+		ReasonNotYetValid: PublicNotYetValid, ReasonWrongAudience: PublicWrongAudience, ReasonKeysUnavailable: PublicUnavailable,
+	}
+	for internal, public := range want {
+		got, sentence := Public(refuse(internal, "detail that must not leak"))
+		if got != public || sentence == "" || strings.Contains(sentence, "detail") {
+			t.Errorf("%s: %s %q, want %s", internal, got, sentence, public)
+		}
+	}
+	if got, _ := Public(nil); got != PublicMissing {
+		t.Errorf("nil: %s", got)
+	}
+	if got, _ := Public(errors.New("not an auth error")); got != PublicMalformed {
+		t.Errorf("foreign error: %s", got)
 	}
 }
 
@@ -182,7 +227,7 @@ func TestChallengeHeader_ACT067_ACT068(t *testing.T) {
 	}{
 		{nil, `Bearer resource_metadata="` + url + `", scope="openid"`},
 		{ErrMissing, `Bearer resource_metadata="` + url + `", scope="openid"`},
-		{ErrExpired, `Bearer resource_metadata="` + url + `", scope="openid", error="invalid_token"`},
+		{ErrExpired, `Bearer resource_metadata="` + url + `", scope="openid", error="invalid_token", error_description="The bearer token has expired; refresh it or sign in again."`},
 	} {
 		w := httptest.NewRecorder()
 		Challenge(w, url, c.err)

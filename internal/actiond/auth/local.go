@@ -55,9 +55,9 @@ type LocalIssuerOptions struct {
 	Random io.Reader
 }
 
-// LocalIssuer is actiond's own token issuer, for local use: it mints tokens
-// for the operator and publishes its public key. It offers no sign-in (see
-// the package documentation).
+// LocalIssuer is actiond's own token issuer: it mints the tokens of
+// `actiond token` and of the local sign-in (package signin), and publishes
+// its public key.
 type LocalIssuer struct {
 	url       string
 	private   jose.JSONWebKey
@@ -323,8 +323,9 @@ type AuthorizationServer struct {
 
 // MetadataHandler serves minimal authorization server metadata (RFC 8414;
 // mount at AuthorizationServerMetadataPath and OpenIDConfigurationPath). It
-// names the JWKS and declares no response or grant types, because the local
-// issuer has no sign-in: tokens come from `actiond token`.
+// names the JWKS and declares no response or grant types: it is what a
+// server that does not offer the sign-in serves, whose tokens come from
+// `actiond token` or another issuer.
 func (l *LocalIssuer) MetadataHandler() http.Handler {
 	document := AuthorizationServer{
 		Issuer:                 l.url,

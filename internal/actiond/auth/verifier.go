@@ -26,7 +26,10 @@ var acceptedAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.
 
 // Defaults of VerifierOptions.
 const (
-	DefaultLeeway          = 60 * time.Second
+	// DefaultLeeway is how far past exp (and before nbf and iat) a token is
+	// still accepted: enough for the clocks of processes sharing a database,
+	// small enough that an expired token is refused within seconds.
+	DefaultLeeway          = 5 * time.Second
 	MaxLeeway              = 60 * time.Second
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultJWKSMaxAge      = time.Hour

@@ -196,7 +196,10 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, account, 
 		h.opts.Logger.Info("MCP token refused", "account", account, "name", name, "err", err)
 	}
 	auth.SetChallenge(w.Header(), h.ResourceMetadataURL(account, name), err)
-	body := errorBody(idOf(req), newError(codeUnauthorized, errUnauthorized, http.StatusUnauthorized, nil))
+	// The body says which kind of check failed, in auth's public words only.
+	reason, sentence := auth.Public(err)
+	data := map[string]any{"reason": string(reason), "hint": sentence}
+	body := errorBody(idOf(req), newError(codeUnauthorized, errUnauthorized, http.StatusUnauthorized, data))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	w.Write(body)

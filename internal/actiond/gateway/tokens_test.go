@@ -55,20 +55,27 @@ func TestTokenRefusals(t *testing.T) {
 		misissued, _ := wrongIssuer.Mint(auth.MintOptions{Principal: principal, Subject: "alice", Audience: auth.MCPAudience(env.URL)})
 		valid := env.Token(principal, "alice")
 		tampered := valid[:len(valid)-4] + flip(valid[len(valid)-4:])
+		fake.Advance(time.Hour + 5*time.Minute)
 		graphqlToken := env.MintToken(auth.MintOptions{Principal: principal, Subject: "alice", Audience: auth.GraphQLAudience(env.URL)})
 		otherRegion := env.MintToken(auth.MintOptions{Principal: principal, Subject: "alice", Audience: "http://other.region.example/mcp"})
-		fake.Advance(time.Hour + 5*time.Minute)
 		valid = env.Token(principal, "alice")
 
 		before := len(env.Executions(serverID))
-		for _, c := range []struct{ name, token, header string }{
-			{"no token", "", challenge},
-			{"expired", expired, challenge + `, error="invalid_token"`},
-			{"foreign issuer", foreign, challenge + `, error="invalid_token"`},
-			{"wrong issuer", misissued, challenge + `, error="invalid_token"`},
-			{"tampered", tampered, challenge + `, error="invalid_token"`},
-			{"GraphQL audience", graphqlToken, challenge + `, error="invalid_token"`},
-			{"another region", otherRegion, challenge + `, error="invalid_token"`},
+		refused := func(reason auth.PublicReason) string {
+			_, sentence := auth.Public(refusal(reason))
+			return challenge + `, error="invalid_token", error_description="` + sentence + `"`
+		}
+		for _, c := range []struct {
+			name, token, header string
+			reason              auth.PublicReason
+		}{
+			{"no token", "", challenge, auth.PublicMissing},
+			{"expired", expired, refused(auth.PublicExpired), auth.PublicExpired},
+			{"foreign issuer", foreign, refused(auth.PublicUnknownIssuer), auth.PublicUnknownIssuer},
+			{"wrong issuer", misissued, refused(auth.PublicUnknownIssuer), auth.PublicUnknownIssuer},
+			{"tampered", tampered, refused(auth.PublicInvalidSignature), auth.PublicInvalidSignature},
+			{"GraphQL audience", graphqlToken, refused(auth.PublicWrongAudience), auth.PublicWrongAudience},
+			{"another region", otherRegion, refused(auth.PublicWrongAudience), auth.PublicWrongAudience},
 		} {
 			reply := env.Post("guarded", c.token, at.Request{Method: "tools/list", ID: 7, Revision: rev})
 			if reply.Status != 401 || reply.Header.Get("WWW-Authenticate") != c.header {
@@ -76,6 +83,10 @@ func TestTokenRefusals(t *testing.T) {
 			}
 			if reply.ErrorCode() != -32001 || reply.DataCode() != "mcp_unauthorized" || at.Dig(reply.RPC, "id") != 7.0 {
 				t.Errorf("%s: body %s", c.name, reply.Body)
+			}
+			// The body says which kind of check failed, and no more.
+			if at.Dig(reply.RPC, "error", "data", "reason") != string(c.reason) || strings.Contains(string(reply.Body), "127.0.0.1") {
+				t.Errorf("%s: body %s, want reason %s", c.name, reply.Body, c.reason)
 			}
 		}
 		// ACT-069: an account the token does not name.
@@ -139,6 +150,15 @@ func TestTokenRefusals(t *testing.T) {
 			t.Errorf("an MCP token at the GraphQL API: %d %s", resp.StatusCode, body)
 		}
 	})
+}
+
+// refusal is an auth error whose public reason is the one given.
+func refusal(reason auth.PublicReason) error {
+	internal := map[auth.PublicReason]error{
+		auth.PublicExpired: auth.ErrExpired, auth.PublicInvalidSignature: auth.ErrBadSignature,
+		auth.PublicUnknownIssuer: auth.ErrUnknownIssuer, auth.PublicWrongAudience: auth.ErrWrongAudience,
+	}
+	return internal[reason]
 }
 
 func flip(s string) string {

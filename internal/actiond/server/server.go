@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/gateway"
 	"github.com/incusspawn/isx/internal/actiond/graph"
 	"github.com/incusspawn/isx/internal/actiond/registry"
+	"github.com/incusspawn/isx/internal/actiond/signin"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
 )
@@ -37,17 +39,36 @@ type Options struct {
 	Listen string
 	// Issuers are token issuers besides the local one.
 	Issuers []auth.IssuerConfig
-	Clock   clock.Clock
-	Random  io.Reader
-	Logger  *slog.Logger
+	// SignIn configures the sign-in MCP hosts complete by themselves, offered
+	// while PublicURL is a loopback URL.
+	SignIn SignIn
+	Clock  clock.Clock
+	Random io.Reader
+	Logger *slog.Logger
+}
+
+// SignIn configures the local authorization server.
+type SignIn struct {
+	// DefaultSubject fills the sign-in page's subject field.
+	DefaultSubject string
+	// AccessTTL is how long a signed-in host's access token lasts (default
+	// signin.DefaultAccessTTL); RefreshTTL how long each refresh token does.
+	AccessTTL  time.Duration
+	RefreshTTL time.Duration
 }
 
 // Server is a running actiond.
 type Server struct {
-	Store   *store.Store
-	Issuer  *auth.LocalIssuer
-	handler http.Handler
-	opts    Options
+	Store  *store.Store
+	Issuer *auth.LocalIssuer
+	// SignIn is the authorization server, nil when the public URL is not a
+	// loopback URL.
+	SignIn *signin.Server
+	// ReplacedPublicURL is the public URL an earlier actiond recorded in
+	// this database, when it differed from this one's.
+	ReplacedPublicURL string
+	handler           http.Handler
+	opts              Options
 }
 
 // New opens the store, makes sure the local environment's actions exist and
@@ -80,6 +101,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("token issuers: %w", err)
 	}
 	s := &Server{Store: st, Issuer: issuer, opts: opts}
+	// `actiond token` signs as the server recorded here, so the two cannot
+	// disagree about the issuer and the audience.
+	previous, err := st.PutSetting(ctx, store.SettingPublicURL, opts.PublicURL)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if previous != "" && previous != opts.PublicURL {
+		s.ReplacedPublicURL = previous
+	}
 	ids := uuidSource{random: opts.Random}
 	if err := installLocalEnvironment(ctx, st, opts.Clock); err != nil {
 		st.Close()
@@ -107,8 +138,21 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	mux.Handle("POST /financial/v1/graphql", api)
 	mux.Handle(auth.ProtectedResourcePrefix+"/mcp/v1/", auth.ProtectedResourceHandler(opts.PublicURL, verifier.Issuers(auth.MCPAudience(opts.PublicURL))))
 	mux.Handle(auth.JWKSPath, issuer.JWKSHandler())
-	mux.Handle(auth.AuthorizationServerMetadataPath, issuer.MetadataHandler())
-	mux.Handle(auth.OpenIDConfigurationPath, issuer.MetadataHandler())
+	if signin.Offered(opts.PublicURL) {
+		s.SignIn, err = signin.New(signin.Options{
+			Issuer: issuer, Store: st, Principal: LocalPrincipal, Accounts: []string{auth.DefaultAccount},
+			DefaultSubject: opts.SignIn.DefaultSubject, AccessTTL: opts.SignIn.AccessTTL, RefreshTTL: opts.SignIn.RefreshTTL,
+			Clock: opts.Clock, Random: opts.Random, Logger: opts.Logger,
+		})
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		s.SignIn.Mount(mux)
+	} else {
+		mux.Handle(auth.AuthorizationServerMetadataPath, issuer.MetadataHandler())
+		mux.Handle(auth.OpenIDConfigurationPath, issuer.MetadataHandler())
+	}
 	mux.HandleFunc("GET /healthcheck", s.healthcheck)
 	s.handler = mux
 	return s, nil

@@ -112,7 +112,7 @@ func (s *Store) ddl() string {
 		// database's locale: prefix scans depend on it.
 		serial, boolean, collate = "BIGSERIAL PRIMARY KEY", "BOOLEAN", `COLLATE "C" `
 	}
-	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean, "{{collate}}", collate).Replace(schemaV1)
+	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean, "{{collate}}", collate).Replace(schemaV1 + schemaSignIn)
 }
 
 func (s *Store) migrate(ctx context.Context) error {

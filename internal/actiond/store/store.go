@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -39,6 +40,8 @@ const (
 	CodeNotFound   = "store_not_found"
 	CodeConflict   = "store_conflict"
 	CodeContention = "store_contention"
+	CodeNoDatabase = "store_no_database"
+	CodeAccess     = "store_access"
 )
 
 // The store's errors, wrapped with what was asked; match them with
@@ -54,6 +57,11 @@ var (
 	// time because many requests wanted the same rows; retrying may succeed.
 	ErrContention = coded.New(CodeContention, "the database was too busy to take this transaction; retry").
 			WithHint("Retry the transaction.")
+	// ErrNoDatabase is Open with Existing where there is no database.
+	ErrNoDatabase = coded.New(CodeNoDatabase, "there is no actiond database there")
+	// ErrAccess is a data directory or database file this process may not
+	// read and write.
+	ErrAccess = coded.New(CodeAccess, "actiond may not read and write its database")
 )
 
 // Options say which database to open.
@@ -66,6 +74,10 @@ type Options struct {
 	// PostgresSchema, when set, keeps every table in that schema (created if
 	// missing); tests use it to stay apart.
 	PostgresSchema string
+	// Existing refuses to create a database: Open fails with ErrNoDatabase
+	// when the data directory or the Postgres schema holds none yet. The
+	// commands that only read, or sign as a running server, use it.
+	Existing bool
 	// LockTimeout bounds how long a write waits for a contended row lock
 	// before failing with ErrContention (default 2 s).
 	LockTimeout time.Duration
@@ -126,10 +138,19 @@ func openSQLite(opts Options) (*Store, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("store: no data directory: pass --data DIR or --postgres DSN")
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: create data directory %s: %w", opts.DataDir, err)
+	path := filepath.Join(opts.DataDir, DatabaseFile)
+	if opts.Existing {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, coded.New(CodeNoDatabase, "no actiond database in %s (it has no %s)", opts.DataDir, DatabaseFile).
+				WithHint("Pass the --data directory `actiond serve` uses, or start `actiond serve --data " + opts.DataDir + "` first.")
+		}
 	}
-	path := filepath.Join(opts.DataDir, "actiond.db")
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, accessError(opts.DataDir, "create the data directory", err)
+	}
+	if err := checkAccess(opts.DataDir, path); err != nil {
+		return nil, err
+	}
 	// temp_store(MEMORY) keeps the savepoint journals of grouped commits off
 	// disk; they are small and short-lived.
 	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)" +
@@ -156,12 +177,20 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: the Postgres DSN is not valid: %w", err)
 	}
 	if opts.PostgresSchema != "" {
-		if err := createSchema(ctx, cfg, opts.PostgresSchema); err != nil {
-			return nil, err
+		if !opts.Existing {
+			if err := createSchema(ctx, cfg, opts.PostgresSchema); err != nil {
+				return nil, err
+			}
 		}
 		cfg.RuntimeParams["search_path"] = opts.PostgresSchema
 	}
 	db := stdlib.OpenDB(*cfg)
+	if opts.Existing {
+		if err := requireTables(ctx, db, opts); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
 	if err := db.PingContext(ctx); err != nil {
