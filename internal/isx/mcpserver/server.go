@@ -72,6 +72,10 @@ type Options struct {
 	// Stderr receives reminders and problems that concern the user, not
 	// the agent (nil discards them).
 	Stderr io.Writer
+	// Proxy is the host proxy: instances get a device to it and are
+	// admitted once ready, and instance_activity and the dormancy of the
+	// sweep read its counts. Nil: no proxy (instances reach nothing).
+	Proxy Proxy
 	// SweepAtStart runs the orphan sweep with the real clock once the
 	// server has started serving.
 	SweepAtStart bool
@@ -138,6 +142,7 @@ func New(opts Options) (*Server, error) {
 	s.addInstanceTools()
 	s.addExecTools()
 	s.addTaskTools()
+	s.addActivityTools()
 	return s, nil
 }
 
