@@ -120,14 +120,26 @@ func (s *Server) readModelRequest(w http.ResponseWriter, r *http.Request, x *exc
 	return true
 }
 
+// DefaultAccount is the account of a kind used for a template that names
+// none of that kind.
+const DefaultAccount = "default"
+
 // accountFor is the credential of the kind the instance's template
 // names, or why there is none.
 func (s *Server) accountFor(e *entry, kind string) (config.Account, string) {
 	name := e.accounts[kind]
-	if name == "" {
-		return config.Account{}, fmt.Sprintf("template %s names no %s account; add `accounts: {%s: NAME}` to its definition, NAME an account in accounts.yaml", e.template, kind, kind)
+	if e.projectLocal {
+		return config.Account{}, fmt.Sprintf("%s was built from a project-local definition of %s, and such instances never get credentials; build it from a trusted definition", e.name, e.template)
 	}
-	account, ok := s.currentAccounts().Get(kind, name)
+	accounts := s.currentAccounts()
+	if name == "" {
+		// A template that names none uses the kind's default account.
+		if account, ok := accounts.Get(kind, DefaultAccount); ok {
+			return account, ""
+		}
+		return config.Account{}, fmt.Sprintf("template %s names no %s account and accounts.yaml has no %s account named %s; add `accounts: {%s: NAME}` to its definition, NAME an account in accounts.yaml", e.template, kind, kind, DefaultAccount, kind)
+	}
+	account, ok := accounts.Get(kind, name)
 	if !ok {
 		return config.Account{}, fmt.Sprintf("template %s uses %s account %s, which accounts.yaml does not have", e.template, kind, name)
 	}

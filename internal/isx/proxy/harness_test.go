@@ -257,7 +257,8 @@ func (w *world) hostClient(name string) *http.Client {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
-		DisableKeepAlives: true,
+		DisableKeepAlives:     true,
+		ExpectContinueTimeout: 10 * time.Second,
 	}}
 }
 
@@ -283,3 +284,5 @@ func decodeJSON(t *testing.T, s string, v any) {
 		t.Fatalf("decoding %q: %v", s, err)
 	}
 }
+
+func (w *world) proxyDir() string { return config.ProxyDir(w.home) }

@@ -24,7 +24,9 @@ type entry struct {
 	// accounts are the template's, by kind; none for a project-local
 	// build, whose definition nobody vouched for.
 	accounts map[string]string
-	counters *counters
+	// projectLocal: built from a project-local definition.
+	projectLocal bool
+	counters     *counters
 }
 
 // incarnation tells one start of an instance from another: Incus sets
@@ -108,7 +110,8 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	stamps := instance.ParseStamps(inst.Config)
 	e := &entry{
 		name: name, incarnation: inc, secret: secret, template: stamps.Template,
-		accounts: s.templateAccounts(name, stamps), counters: newCounters(s.opts.Clock.Now()),
+		accounts: s.templateAccounts(name, stamps), projectLocal: stamps.Source == string(template.SourceProjectLocal),
+		counters: newCounters(s.opts.Clock.Now()),
 	}
 	s.mu.Lock()
 	s.entries[name] = e
@@ -204,15 +207,21 @@ func (s *Server) forget(name string) {
 
 // follow learns the running instances, then those that start, for as
 // long as ctx lasts; a broken event stream is opened again.
-func (s *Server) follow(ctx context.Context) {
+// It starts with the stream Run opened, if it could.
+func (s *Server) follow(ctx context.Context, stream *incus.EventStream) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		stream, err := s.opts.Client.Events(ctx, incus.EventLifecycle)
-		if err == nil {
+		var err error
+		if stream == nil {
+			if stream, err = s.opts.Client.Events(ctx, incus.EventLifecycle); err == nil {
+				s.learnAll(ctx)
+			}
+		}
+		if stream != nil {
 			backoff = time.Second
-			s.learnAll(ctx)
 			s.events(ctx, stream)
 			err = stream.Err()
+			stream = nil
 		}
 		if ctx.Err() != nil {
 			return

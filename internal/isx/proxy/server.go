@@ -90,6 +90,8 @@ type Server struct {
 	learning  map[string]*sync.Mutex
 	secrets   *secretBook
 	accounts  *config.Accounts
+	// accountsSeen is accounts.yaml as last looked at.
+	accountsSeen os.FileInfo
 
 	instanceHTTP *http.Server
 	hijacked     sync.Map // net.Conn → struct{}: tunnels, closed at shutdown
@@ -145,8 +147,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	seen, _ := os.Stat(config.AccountsPath(opts.Home))
 	s := &Server{
-		opts: opts, dir: dir, ca: ca, accounts: accounts,
+		opts: opts, dir: dir, ca: ca, accounts: accounts, accountsSeen: seen,
 		entries: map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
 	}
 	s.transport = newTransports(opts.Log)
@@ -195,6 +198,15 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.stop = cancel
+	// Events first, so that no start is missed, then every running
+	// instance, before the control socket answers: a proxy that answers
+	// serves every instance that was running when it started.
+	stream, err := s.opts.Client.Events(ctx, incus.EventLifecycle)
+	if err == nil {
+		s.learnAll(ctx)
+	} else {
+		s.opts.Log.Warn("cannot follow Incus's events yet; trying again", "error", err)
+	}
 	control, err := s.listenControl()
 	if err != nil {
 		return err
@@ -211,7 +223,7 @@ func (s *Server) Run(ctx context.Context) error {
 			cancel()
 		}
 	})
-	s.work.Go(func() { s.follow(ctx) })
+	s.work.Go(func() { s.follow(ctx, stream) })
 	s.work.Go(func() { s.watchControl(ctx, control) })
 	<-ctx.Done()
 	s.shutdown(controlHTTP)
@@ -313,6 +325,10 @@ func (s *Server) watchControl(ctx context.Context, control net.Listener) {
 // shutdown ends everything Run started: the control API, every instance
 // listener, open tunnels, and the requests in flight.
 func (s *Server) shutdown(control *http.Server) {
+	// The control request that asked for the stop gets its answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	control.Shutdown(ctx) //nolint:errcheck // closed below either way
+	cancel()
 	control.Close()
 	s.mu.Lock()
 	for name, l := range s.listeners {
@@ -338,28 +354,37 @@ func (s *Server) track(c net.Conn) func() {
 }
 
 // currentAccounts is accounts.yaml, read again when it changed. A file
-// that became unusable keeps the accounts read before, and is logged.
+// that became unusable keeps the accounts read before, and is logged once
+// per change.
 func (s *Server) currentAccounts() *config.Accounts {
-	s.mu.Lock()
-	current := s.accounts
-	s.mu.Unlock()
 	info, err := os.Stat(config.AccountsPath(s.opts.Home))
+	s.mu.Lock()
+	current, seen := s.accounts, s.accountsSeen
+	s.mu.Unlock()
 	switch {
 	case err != nil && !current.Exists:
 		return current
-	case err == nil && current.Exists && config.AccountsStamp(info) == current.Stamp:
+	case err == nil && seen != nil && sameVersion(seen, info):
 		return current
 	}
-	fresh, err := config.LoadAccounts(s.opts.Home)
-	if err != nil {
-		s.opts.Log.Error("accounts.yaml changed and cannot be used; keeping the accounts read before", "error", err)
-		return current
-	}
+	fresh, loadErr := config.LoadAccounts(s.opts.Home)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accountsSeen = info
+	if loadErr != nil {
+		s.opts.Log.Error("accounts.yaml changed and cannot be used; keeping the accounts read before", "error", loadErr)
+		return s.accounts
+	}
+	if fresh.Stamp != s.accounts.Stamp {
+		s.opts.Log.Info("accounts.yaml read again", "accounts", fresh.Count())
+	}
 	s.accounts = fresh
-	s.mu.Unlock()
-	s.opts.Log.Info("accounts.yaml read again", "accounts", fresh.Count())
 	return fresh
+}
+
+// sameVersion reports whether two looks at a file saw the same version.
+func sameVersion(a, b os.FileInfo) bool {
+	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
 }
 
 // logProblem logs a problem with the instance it concerns.

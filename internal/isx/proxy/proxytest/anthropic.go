@@ -52,9 +52,12 @@ type Call struct {
 // Anthropic is a fake of the Messages API on loopback.
 type Anthropic struct {
 	URL string
-	// Reply chooses the answer to the n-th call (from 0); nil answers
-	// every call with DefaultUsage(n).
-	Reply func(n int) Reply
+	// Forget keeps no record of calls (a benchmark's millions); Calls and
+	// Sum are then empty.
+	Forget bool
+	// Reply chooses the answer to the n-th call (from 0), given the call;
+	// nil answers every call with DefaultUsage(n).
+	Reply func(n int, c Call) Reply
 
 	server *http.Server
 	mu     sync.Mutex
@@ -130,11 +133,15 @@ func (a *Anthropic) messages(w http.ResponseWriter, r *http.Request) {
 	call.Stream = req.Stream
 	a.mu.Lock()
 	n := len(a.calls)
-	a.calls = append(a.calls, call)
+	if a.Forget {
+		n = -1
+	} else {
+		a.calls = append(a.calls, call)
+	}
 	a.mu.Unlock()
-	reply := Reply{Usage: DefaultUsage(n)}
+	reply := Reply{Usage: DefaultUsage(max(n, 0))}
 	if a.Reply != nil {
-		reply = a.Reply(n)
+		reply = a.Reply(n, call)
 	}
 	if reply.Text == "" {
 		reply.Text = "Hello from the fake."
@@ -151,6 +158,9 @@ func (a *Anthropic) messages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Anthropic) record(n int, change func(*Call)) {
+	if n < 0 {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	change(&a.calls[n])
