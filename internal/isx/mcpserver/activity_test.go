@@ -182,10 +182,10 @@ func TestInstanceActivityISX170ISX187(t *testing.T) {
 // whose instance made a model call 4 hours ago is still working after
 // 24 hours of grace, though it started 24 hours ago; one with a model
 // call in flight works however long ago anything else happened; one
-// silent for dormant-after-hours is stopped. The proxy and the sweep
-// share one fake clock.
+// silent for dormant-after-hours is stopped, and destroyed
+// dormant-grace-hours after. The proxy and the sweep share one fake clock.
 //
-// ISX-013, ISX-208, ISX-210.
+// ISX-013, ISX-014, ISX-208, ISX-210, ISX-211.
 func TestDormancyReadsTheCountersISX210(t *testing.T) {
 	p := newProxyEnv(t)
 	policy, err := config.LoadMCP(p.home)
@@ -254,9 +254,19 @@ func TestDormancyReadsTheCountersISX210(t *testing.T) {
 	if report := sweep(); len(report.Stopped) != 0 {
 		t.Fatalf("stopped after 23 h of silence")
 	}
-	fake.clock.Set(now.Add(124*time.Hour + time.Minute))
+	stoppedAt := now.Add(124*time.Hour + time.Minute)
+	fake.clock.Set(stoppedAt)
 	if report := sweep(); len(report.Stopped) != 1 {
 		t.Fatalf("not stopped after 24 h of silence; left %q", report.Left["quiet"])
+	}
+	// Stopped, it is destroyed dormant-grace-hours later, not before.
+	fake.clock.Set(stoppedAt.Add(167 * time.Hour))
+	if report := sweep(); len(report.Destroyed) != 0 {
+		t.Fatalf("destroyed 167 h after it was stopped")
+	}
+	fake.clock.Set(stoppedAt.Add(168 * time.Hour))
+	if report := sweep(); len(report.Destroyed) != 1 {
+		t.Fatalf("not destroyed 168 h after it was stopped; left %q", report.Left["quiet"])
 	}
 }
 

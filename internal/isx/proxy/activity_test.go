@@ -2,7 +2,11 @@ package proxy_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,4 +112,36 @@ func TestWebSocketInFlightISX184(t *testing.T) {
 		t.Fatalf("the WebSocket client: %s", out)
 	}
 	w.waitActivity("ws", "the WebSocket to count as closed", func(a proxy.Activity) bool { return a.TrafficInFlight == 0 })
+}
+
+// An OpenAI call is traffic, not a model call: its usage is not in the
+// token counts, which cover Anthropic only. It reaches OpenAI with the
+// template's openai account as a bearer token.
+//
+// ISX-180, ISX-181.
+func TestOpenAICallsAreTrafficISX181(t *testing.T) {
+	w := newWorld(t, busyboxAccounts)
+	var auth, key atomic.Value
+	openai := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		key.Store(r.Header.Get("X-Api-Key"))
+		rw.Header().Set("Content-Type", "application/json")
+		io.WriteString(rw, `{"id":"resp_1","object":"response","status":"completed","usage":{"input_tokens":50,"output_tokens":60,"total_tokens":110}}`) //nolint:errcheck // test server
+	}))
+	t.Cleanup(openai.Close)
+	w.upstream("api.openai.com", openai.URL)
+	w.start(w.options(clock.Real{}))
+	w.branch("o", busyboxAccounts, instance.NetworkProxyOnly)
+	out := w.mustRun("o", proxytest.ClientPath+" messages -url "+proxy.OpenAIBaseURL+"/responses -key-file "+instance.SecretFile)
+	if !strings.Contains(out, "resp_1") {
+		t.Fatalf("the OpenAI call: %s", out)
+	}
+	if auth.Load() != "Bearer "+w.apiKey+"-openai" || key.Load() != "" {
+		t.Errorf("OpenAI got authorization %q and x-api-key %q", auth.Load(), key.Load())
+	}
+	a := w.activity("o")
+	if a.InputTokens != 0 || a.OutputTokens != 0 || a.Requests != 0 || a.TrafficRequests != 1 || a.TrafficBytesReceived == 0 ||
+		len(a.ModelUsageProviders) != 1 || a.ModelUsageProviders[0] != proxy.ProviderAnthropic {
+		t.Errorf("after an OpenAI call: %+v", a)
+	}
 }

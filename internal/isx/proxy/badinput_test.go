@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -129,8 +131,43 @@ func TestBadInputIsCountedAndLogged(t *testing.T) {
 		}
 		w.served("good")
 	})
-	if n := len(w.anthropic.Calls()); n != 3+3 {
-		t.Errorf("the fake got %d calls, want the 3 bad ones and 3 good ones", n)
+	t.Run("too many connections", func(t *testing.T) {
+		socket := instance.ProxySocket(w.proxyDir(), w.client.ProjectName(), "bad")
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range 512 {
+			c, err := net.Dial("unix", socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		// The proxy has taken every one before the one beyond is tried.
+		for _, c := range conns {
+			if _, err := c.Write([]byte("GET /anthropic/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		extra, err := net.Dial("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer extra.Close()
+		extra.SetReadDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // a read that times out fails below
+		if n, err := extra.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+			t.Errorf("the connection beyond the limit was served: %d, %v", n, err)
+		}
+		if !strings.Contains(w.logs.String(), "beyond the instance's limit") {
+			t.Errorf("the log does not say why:\n%s", w.logs.String())
+		}
+		w.served("good")
+	})
+	if n := len(w.anthropic.Calls()); n != 4+3 {
+		t.Errorf("the fake got %d calls, want the 3 bad ones and 4 good ones", n)
 	}
 }
 

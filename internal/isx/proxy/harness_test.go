@@ -39,7 +39,7 @@ const (
 )
 
 var accountTemplates = map[string]string{
-	busyboxAccounts + ".yaml": "name: " + busyboxAccounts + "\nparent: tpl-test-busybox\naccounts:\n  claude: work\n  github: bot\n",
+	busyboxAccounts + ".yaml": "name: " + busyboxAccounts + "\nparent: tpl-test-busybox\naccounts:\n  claude: work\n  openai: work\n  github: bot\n",
 	debianAccounts + ".yaml":  "name: " + debianAccounts + "\nparent: tpl-test-debian\naccounts:\n  claude: work\n  github: bot\n",
 	busyboxNone + ".yaml":     "name: " + busyboxNone + "\nparent: tpl-test-busybox\n",
 }
@@ -74,7 +74,7 @@ func newWorld(t *testing.T, templates ...string) *world {
 	w.anthropic = a
 	w.upstreams = map[string]config.Upstream{}
 	w.upstream("api.anthropic.com", a.URL)
-	w.writeAccounts(fmt.Sprintf("claude:\n  work:\n    api-key: %s\ngithub:\n  bot:\n    token: %s\n", w.apiKey, w.token), 0o600)
+	w.writeAccounts(fmt.Sprintf("claude:\n  work:\n    api-key: %s\nopenai:\n  work:\n    api-key: %s-openai\ngithub:\n  bot:\n    token: %s\n", w.apiKey, w.apiKey, w.token), 0o600)
 	return w
 }
 

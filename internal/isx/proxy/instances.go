@@ -3,10 +3,12 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/incusspawn/isx/internal/coded"
@@ -177,7 +179,7 @@ func (s *Server) listen(name string) error {
 		l.Close()
 		return coded.Wrap(CodeState, err, "cannot make %s private", path)
 	}
-	named := &namedListener{Listener: l, name: name}
+	named := &namedListener{Listener: l, name: name, log: s.opts.Log}
 	s.listeners[name] = named
 	s.work.Go(func() {
 		// Serve ends when the listener is closed: at forget or shutdown.
@@ -289,24 +291,45 @@ func (s *Server) events(ctx context.Context, stream *incus.EventStream) {
 	}
 }
 
+// maxConnections bounds the connections one instance holds open at once,
+// so that no instance can use up what the proxy serves every other with.
+const maxConnections = 512
+
 // namedListener marks each connection with the instance whose socket it
-// came in on.
+// came in on, and refuses connections beyond maxConnections.
 type namedListener struct {
 	net.Listener
-	name string
+	name   string
+	log    *slog.Logger
+	active atomic.Int64
 }
 
 func (l *namedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.active.Add(1) > maxConnections {
+			l.active.Add(-1)
+			l.log.Warn("refused a connection beyond the instance's limit", "instance", l.name, "limit", maxConnections)
+			c.Close()
+			continue
+		}
+		return &namedConn{Conn: c, name: l.name, l: l}, nil
 	}
-	return &namedConn{Conn: c, name: l.name}, nil
 }
 
 type namedConn struct {
 	net.Conn
-	name string
+	name   string
+	l      *namedListener
+	closed sync.Once
+}
+
+func (c *namedConn) Close() error {
+	c.closed.Do(func() { c.l.active.Add(-1) })
+	return c.Conn.Close()
 }
 
 type linkKey struct{}
