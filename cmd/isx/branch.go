@@ -64,8 +64,16 @@ func (a *app) runBranch(ctx context.Context, name, from string, network instance
 		return err
 	}
 	manager := &instance.Manager{Client: client, Clock: a.clock}
+	if network != instance.NetworkAirgap {
+		if manager.ProxyDir, err = a.proxyDir(); err != nil {
+			return err
+		}
+	}
 	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: owner}); err != nil {
 		return err
+	}
+	if network != instance.NetworkAirgap {
+		a.admit(ctx, name)
 	}
 	fmt.Fprintf(a.stdout, "Made %s from %s (network: %s) and started it; `isx shell %s` opens a shell in it.\n", name, from, network, name)
 	return nil

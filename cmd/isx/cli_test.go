@@ -14,6 +14,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 )
 
 func instanceNames(t *testing.T, c *incus.Client) []string {
@@ -54,7 +55,7 @@ func stamp(t *testing.T, c *incus.Client, name string, stamps map[string]string)
 func TestCLILifecycle(t *testing.T) {
 	c := incustest.Project(t)
 	incustest.EnsureImages(t, incustest.BusyBox)
-	x := &cli{t: t, home: t.TempDir(), project: c.ProjectName()}
+	x := &cli{t: t, home: proxytest.Home(t), project: c.ProjectName()}
 
 	r := x.ok("init", "--non-interactive", "--project", x.project)
 	if !strings.Contains(r.stdout, "isx works in project "+x.project) {

@@ -17,6 +17,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 )
 
 // isxBinary is cmd/isx built once for the whole package: the tests run the
@@ -58,7 +59,7 @@ type cli struct {
 // project of c and the test templates' directory.
 func newCLI(t testing.TB, c *incus.Client) *cli {
 	t.Helper()
-	x := &cli{t: t, home: t.TempDir(), project: c.ProjectName()}
+	x := &cli{t: t, home: proxytest.Home(t), project: c.ProjectName()}
 	err := config.Save(x.home, &config.Config{Project: x.project, TemplatePaths: []string{buildtest.Dir(t)}})
 	if err != nil {
 		t.Fatal(err)

@@ -73,6 +73,7 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 		Version:      build.Version,
 		Log:          log,
 		Stderr:       a.stderr,
+		Proxy:        mcpProxy{a},
 		SweepAtStart: true,
 	})
 	if err != nil {

@@ -33,6 +33,10 @@ type Config struct {
 	// HostRoutes are config.yaml's host-routes, in file order. Their
 	// contents are checked later, by the proxy that serves them.
 	HostRoutes []HostRoute
+	// Upstreams are the proxy: section's upstreams, by the host name an
+	// instance addresses: where the host proxy really sends that host's
+	// requests. Without an entry a host is reached at its own name.
+	Upstreams map[string]Upstream
 
 	home       string
 	oldMCPLine int
@@ -104,7 +108,7 @@ func Load(home string) (*Config, error) {
 }
 
 var (
-	configKeys     = []string{"socket", "project", "template-paths", "default-template", "host-routes", "mcp"}
+	configKeys     = []string{"socket", "project", "template-paths", "default-template", "host-routes", "proxy", "mcp"}
 	routeKeys      = []string{"target", "templates"}
 	projectPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 )
@@ -138,6 +142,8 @@ func parseConfig(data []byte, path, home string) (*Config, *yaml.Node, error) {
 			}
 		case "host-routes":
 			c.HostRoutes, err = r.hostRoutes(v, key)
+		case "proxy":
+			c.Upstreams, err = r.proxy(v, key)
 		case "mcp":
 			c.oldMCPLine = k.Line
 		}

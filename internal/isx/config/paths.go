@@ -27,3 +27,14 @@ func ConfigPath(home string) string {
 func MCPPath(home string) string {
 	return filepath.Join(Dir(home), "mcp.yaml")
 }
+
+// ProxyDir holds the host proxy's state: its control socket, the sockets
+// instances reach it through, its log, the instance secrets and its CA.
+func ProxyDir(home string) string {
+	return filepath.Join(StateDir(home), "proxy")
+}
+
+// AccountsPath is accounts.yaml, the credentials the host proxy injects.
+func AccountsPath(home string) string {
+	return filepath.Join(Dir(home), "accounts.yaml")
+}

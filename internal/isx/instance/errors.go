@@ -25,6 +25,9 @@ const (
 	// CodeBranchFailed: Incus could not make or start the new instance;
 	// nothing of it is left.
 	CodeBranchFailed = "branch_failed"
+	// CodePrepareFailed: the host proxy could not write an instance's
+	// secret and CA into it at a start.
+	CodePrepareFailed = "prepare_failed"
 )
 
 // Error is a failure with a code and a sentence a person can act on, about

@@ -17,6 +17,10 @@ import (
 type Manager struct {
 	Client *incus.Client
 	Clock  clock.Clock
+	// ProxyDir is the host proxy's directory (config.ProxyDir): instances
+	// not airgapped get a proxy device to it. Empty: they get none, and
+	// reach nothing through the host proxy.
+	ProxyDir string
 }
 
 // NewManager returns a Manager on the real clock.
@@ -105,7 +109,8 @@ func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.
 		KeyCreated:  FormatTime(m.Clock.Now()),
 		KeyNetwork:  string(network),
 	})
-	devices, err := networkDevices(network, opts.Name, source.ExpandedDevices)
+	maps.Copy(config, proxyEnvironment(network, m.ProxyDir))
+	devices, err := networkDevices(network, m.ProxyDir, m.Client.ProjectName(), opts.Name, source.ExpandedDevices)
 	if err != nil {
 		return incus.InstanceCreate{}, err
 	}

@@ -37,30 +37,40 @@ func ParseNetwork(s string) (Network, error) {
 // given the devices it would otherwise have (its source's expanded
 // devices, profiles included). Airgap and proxy-only mask every NIC with a
 // device of the same name and type none, so no profile can hand one back.
-func networkDevices(mode Network, name string, inherited map[string]map[string]string) (map[string]map[string]string, error) {
-	if mode == NetworkDefault {
-		return nil, nil
-	}
+// Default and proxy-only get the proxy device to the host proxy of
+// proxyDir (none when proxyDir is ""); airgap never does, and a copy of
+// an instance gets a device of its own in place of its source's.
+func networkDevices(mode Network, proxyDir, project, name string, inherited map[string]map[string]string) (map[string]map[string]string, error) {
 	devices := map[string]map[string]string{}
-	for _, device := range nicNames(inherited) {
-		devices[device] = map[string]string{"type": "none"}
+	if mode != NetworkDefault {
+		for _, device := range nicNames(inherited) {
+			devices[device] = map[string]string{"type": "none"}
+		}
 	}
-	if mode == NetworkProxyOnly {
-		extra, err := proxyOnlyDevices(name)
+	_, hasProxy := inherited[ProxyDevice]
+	switch {
+	case mode != NetworkAirgap && proxyDir != "":
+		extra, err := proxyDevices(proxyDir, project, name)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(devices, extra)
+	case hasProxy:
+		devices[ProxyDevice] = map[string]string{"type": "none"}
+	}
+	if len(devices) == 0 {
+		return nil, nil
 	}
 	return devices, nil
 }
 
-// proxyOnlyDevices are the devices that connect a proxy-only instance to
-// the host proxy. Until the host proxy exists there are none, so a
-// proxy-only instance is as cut off as an airgapped one; the host proxy
-// adds its Incus proxy device here.
-func proxyOnlyDevices(instance string) (map[string]map[string]string, error) {
-	return nil, nil
+// proxyEnvironment is the config that tells processes of an instance
+// connected to the host proxy where its secret is.
+func proxyEnvironment(mode Network, proxyDir string) map[string]string {
+	if mode == NetworkAirgap || proxyDir == "" {
+		return nil
+	}
+	return map[string]string{"environment." + SecretFileEnv: SecretFile}
 }
 
 // nicNames lists the devices of type nic, sorted.

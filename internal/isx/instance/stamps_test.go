@@ -110,24 +110,48 @@ func TestToolsStamp(t *testing.T) {
 	}
 }
 
+// Airgap and proxy-only mask every NIC; default and proxy-only get the
+// device to the host proxy (when there is one), airgap never does, and
+// an airgapped copy of an instance loses its source's.
 func TestNetworkDevices(t *testing.T) {
 	inherited := map[string]map[string]string{
 		"root": {"type": "disk", "path": "/"},
 		"eth0": {"type": "nic", "network": "incusbr0"},
 		"eth1": {"type": "nic", "nictype": "p2p"},
 	}
+	const dir = "/home/u/.local/state/incus-spawn/proxy"
+	socket := ProxySocket(dir, "p", "x")
 	for _, mode := range []Network{NetworkAirgap, NetworkProxyOnly} {
-		devices, err := networkDevices(mode, "x", inherited)
+		devices, err := networkDevices(mode, dir, "p", "x", inherited)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]map[string]string{"eth0": {"type": "none"}, "eth1": {"type": "none"}}
-		if len(devices) != len(want) || devices["eth0"]["type"] != "none" || devices["eth1"]["type"] != "none" {
-			t.Errorf("%s: devices %v", mode, devices)
+		if devices["eth0"]["type"] != "none" || devices["eth1"]["type"] != "none" {
+			t.Errorf("%s: NICs not masked: %v", mode, devices)
+		}
+		if got := ConnectsTo(devices, socket); got != (mode == NetworkProxyOnly) {
+			t.Errorf("%s: proxy device %v", mode, devices[ProxyDevice])
 		}
 	}
-	if devices, _ := networkDevices(NetworkDefault, "x", inherited); devices != nil {
-		t.Errorf("default network changes devices: %v", devices)
+	devices, err := networkDevices(NetworkDefault, dir, "p", "x", inherited)
+	if err != nil || len(devices) != 1 || !ConnectsTo(devices, socket) {
+		t.Errorf("default network: devices %v, %v", devices, err)
+	}
+	if devices, _ := networkDevices(NetworkDefault, "", "p", "x", inherited); devices != nil {
+		t.Errorf("default network without a proxy changes devices: %v", devices)
+	}
+	copied := map[string]map[string]string{ProxyDevice: {"type": "proxy", "connect": "unix:" + ProxySocket(dir, "p", "source")}}
+	if devices, _ := networkDevices(NetworkAirgap, dir, "p", "x", copied); devices[ProxyDevice]["type"] != "none" {
+		t.Errorf("an airgapped copy keeps its source's proxy device: %v", devices)
+	}
+	if devices, _ := networkDevices(NetworkDefault, dir, "p", "x", copied); !ConnectsTo(devices, socket) {
+		t.Errorf("a copy's proxy device leads to its source's socket: %v", devices)
+	}
+	if _, err := networkDevices(NetworkDefault, "/"+strings.Repeat("d", 100), "p", "x", nil); coded.CodeOf(err) != CodeInvalid {
+		t.Errorf("a socket path too long for a socket address: %v", err)
+	}
+	if ProxySocket(dir, "p", "x") == ProxySocket(dir, "q", "x") || ProxySocket(dir, "", "x") != ProxySocket(dir, "default", "x") {
+		t.Error("the socket does not name project and instance")
 	}
 	if _, err := ParseNetwork("wifi"); coded.CodeOf(err) != CodeInvalid {
 		t.Errorf("ParseNetwork(wifi) = %v", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/mcpkit"
 	"github.com/incusspawn/isx/internal/mcpkit/anyschema"
@@ -170,7 +171,7 @@ type env struct {
 func newEnv(t testing.TB, templates ...string) *env {
 	t.Helper()
 	c := incustest.Project(t)
-	e := &env{t: t, client: c, home: t.TempDir()}
+	e := &env{t: t, client: c, home: proxytest.Home(t)}
 	for _, name := range templates {
 		e.copyTemplate(name)
 	}

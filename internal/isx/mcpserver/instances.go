@@ -243,6 +243,7 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 	if err := s.finishCreating(ctx, name, fork); err != nil {
 		return CreateInstanceResult{}, "", notFinished(name, key, err)
 	}
+	s.admit(ctx, c, name)
 	out := CreateInstanceResult{Instance: name, Template: tpl, Status: "running", State: InstanceReady, Purpose: args.Purpose, IdempotencyKey: key}
 	return out, fmt.Sprintf("Made %s from %s; it is running and held by this session. exec runs commands in it; destroy_instance when done.", name, args.Template+string(args.FromInstance)), nil
 }
@@ -342,7 +343,7 @@ func (r *replayInstead) Error() string { return "replay " + r.view.inst.Name }
 // comes from the owner and key, so two sessions creating with one key at
 // once collide on the name in Incus and one of them replays.
 func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps map[string]string) (string, error) {
-	manager := &instance.Manager{Client: s.opts.Client, Clock: s.opts.Clock}
+	manager := &instance.Manager{Client: s.opts.Client, Clock: s.opts.Clock, ProxyDir: s.proxyDir()}
 	for attempt := range maxAttempts {
 		var suffix string
 		if key != "" && attempt == 0 {
@@ -745,7 +746,7 @@ var startInstanceTool = newTool[InstanceArgs, StartInstanceResult](mcpkit.Spec{
 	Description: "Start a stopped instance this session holds and wait until it answers.",
 })
 
-func (s *Server) startInstance(ctx context.Context, _ *call, args InstanceArgs) (StartInstanceResult, string, error) {
+func (s *Server) startInstance(ctx context.Context, c *call, args InstanceArgs) (StartInstanceResult, string, error) {
 	name := string(args.Instance)
 	v, _, refusal := s.held(ctx, name)
 	if refusal != nil {
@@ -767,5 +768,6 @@ func (s *Server) startInstance(ctx context.Context, _ *call, args InstanceArgs) 
 		case <-s.opts.Clock.After(200 * time.Millisecond):
 		}
 	}
+	s.admit(ctx, c, name)
 	return StartInstanceResult{Instance: name, Status: "running"}, fmt.Sprintf("%s is running.", name), nil
 }

@@ -71,7 +71,7 @@ func TestServesStdioISX283(t *testing.T) {
 func TestOutputSchemasGoldenISX114(t *testing.T) {
 	e := offlineEnv(t)
 	s := e.startOffline(sessionOptions{})
-	want := []string{"adopt_instance", "cancel_task", "create_instance", "destroy_instance", "exec", "keep_instance",
+	want := []string{"adopt_instance", "cancel_task", "create_instance", "destroy_instance", "exec", "instance_activity", "keep_instance",
 		"list_instances", "list_templates", "start_instance", "stop_instance", "task_result", "task_status", "wait_any"}
 	var names []string
 	var listed []*mcp.Tool

@@ -41,6 +41,7 @@ const Instructions = `isx gives you disposable Incus instances (containers) made
 How to work:
 - list_templates shows the approved templates (only usable ones can be used) and the limits. create_instance makes an instance from one (give name_hint and a one-line purpose); it is named mcp-<template>-<hint>-<suffix> and is held by this session.
 - exec runs a shell command in the instance as the agent user. Short commands run in the foreground (timeout_seconds, max_output_bytes). Long ones: background: true makes a task; follow it with task_status (wait_seconds up to 300), wait_any for several, task_result for its output, cancel_task to stop it. A task's state is running, finished, attached (finished, and a person is in its conversation), lost (the instance has no record of it) or unknown (nothing has read how it ended yet).
+- instance_activity says, without touching the instance, what the host proxy counted of it: a model call in flight means its agent is working, a growing idle_seconds that it is stuck or done; traffic_* shows downloads and git. Subtract two reads only when they carry the same counting_since.
 - When done, destroy_instance. keep_instance hands an instance over to the user instead; stop_instance and start_instance pause and resume one.
 - Instances outlive this session. After a restart, list_instances shows your orphans: adopt_instance takes one back, with its tasks. An orphan nobody adopts is destroyed after the user's orphan-grace-hours.
 - To retry safely after a crash, pass the same idempotency_key to create_instance or a background exec: a call whose key already made something returns it with replayed: true instead of making another.
@@ -72,6 +73,10 @@ type Options struct {
 	// Stderr receives reminders and problems that concern the user, not
 	// the agent (nil discards them).
 	Stderr io.Writer
+	// Proxy is the host proxy: instances get a device to it and are
+	// admitted once ready, and instance_activity and the dormancy of the
+	// sweep read its counts. Nil: no proxy (instances reach nothing).
+	Proxy Proxy
 	// SweepAtStart runs the orphan sweep with the real clock once the
 	// server has started serving.
 	SweepAtStart bool
@@ -138,6 +143,7 @@ func New(opts Options) (*Server, error) {
 	s.addInstanceTools()
 	s.addExecTools()
 	s.addTaskTools()
+	s.addActivityTools()
 	return s, nil
 }
 

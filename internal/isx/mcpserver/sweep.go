@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -27,6 +26,15 @@ type SweepOptions struct {
 	Session string
 	Policy  *config.MCP
 	Clock   clock.Clock
+	// Activity reads what the host proxy counted of an instance, which
+	// tells a working delegate from a silent one. Nil: only a delegate's
+	// start says when it was last heard of.
+	Activity ActivityReader
+}
+
+// ActivityReader is what the sweep needs of the host proxy.
+type ActivityReader interface {
+	Activity(ctx context.Context, instance string) (proxy.Activity, error)
 }
 
 // SweepReport says what a sweep did, by instance name.
@@ -121,7 +129,7 @@ func (sw *sweeper) one(ctx context.Context, v mcpView) error {
 	if v.inst.Running() {
 		working, silentSince, err := sw.delegates(ctx, name)
 		if err != nil {
-			return sw.leave(name, "its tasks cannot be read: "+err.Error())
+			return sw.leave(name, "whether its delegate still works cannot be read: "+err.Error())
 		}
 		if working {
 			if now.Sub(silentSince) < sw.opts.Policy.DormantAfter() {
@@ -192,15 +200,16 @@ func (sw *sweeper) stopDormant(ctx context.Context, name string) error {
 }
 
 // delegates reports whether a delegated agent still runs in the instance
-// and, if so, since when all of them have been silent: the newest change
-// to any running delegate's run directory (its event log and output grow
-// while it works), or its start.
+// and, if so, since when it has been silent, as the host proxy counted
+// it: not at all while a model call is in flight; else since the latest
+// of the last model call, the last bytes of any traffic, the start of the
+// proxy's counting (a proxy that restarted knows nothing older, and must
+// not make a working agent look silent) and the newest delegate's start.
 func (sw *sweeper) delegates(ctx context.Context, name string) (working bool, silentSince time.Time, err error) {
 	infos, err := task.List(ctx, sw.opts.Client, name)
 	if err != nil {
 		return false, time.Time{}, err
 	}
-	var dirs []string
 	for _, info := range infos {
 		if info.State != task.StateRunning || info.Kind() != task.KindDelegate {
 			continue
@@ -209,37 +218,28 @@ func (sw *sweeper) delegates(ctx context.Context, name string) (working bool, si
 		if info.Started.After(silentSince) {
 			silentSince = info.Started
 		}
-		dirs = append(dirs, fmt.Sprintf("%s/%s/runs/%d", task.Dir, info.ID, info.Run))
 	}
-	if !working {
-		return false, time.Time{}, nil
+	if !working || sw.opts.Activity == nil {
+		return working, silentSince, nil
 	}
-	res, err := sw.opts.Client.Exec(ctx, name, incus.ExecRequest{
-		Command: append([]string{"sh", "-c", activityScript, "isx-activity"}, dirs...),
-		UID:     agentUID, GID: agentGID, Timeout: 30 * time.Second,
-	})
+	activity, err := sw.opts.Activity.Activity(ctx, name)
 	if err != nil {
-		return true, silentSince, err
+		return true, silentSince, fmt.Errorf("the host proxy cannot say how active it is: %w", err)
 	}
-	if secs, err := strconv.ParseInt(strings.TrimSpace(string(res.Stdout)), 10, 64); err == nil {
-		if t := time.Unix(secs, 0); t.After(silentSince) {
+	if activity.RequestsInFlight > 0 {
+		return true, sw.opts.Clock.Now(), nil
+	}
+	for _, at := range []string{activity.CountingSince, activity.LastRequestAt, activity.LastResponseAt, activity.TrafficLastActivityAt} {
+		t, err := proxy.ParseTime(at)
+		if err != nil {
+			return true, silentSince, fmt.Errorf("the host proxy's time %q: %w", at, err)
+		}
+		if t.After(silentSince) {
 			silentSince = t
 		}
 	}
 	return true, silentSince, nil
 }
-
-// activityScript prints the newest modification time (epoch seconds) of
-// the run directories given and what is in them.
-const activityScript = `newest=0
-for d; do
-  for f in "$d" "$d"/*; do
-    [ -e "$f" ] || continue
-    t=$(stat -c %Y "$f" 2>/dev/null) || continue
-    [ "$t" -gt "$newest" ] && newest=$t
-  done
-done
-echo "$newest"`
 
 // sweepAtStart runs the sweep once, with the real clock, when isx mcp
 // starts; problems go to stderr, since no call is there to refuse.
@@ -253,7 +253,7 @@ func (s *Server) sweepAtStart(ctx context.Context) {
 	defer cancel()
 	report, err := Sweep(ctx, SweepOptions{
 		Client: s.opts.Client, Home: s.opts.Home, Owner: s.opts.Owner, Session: s.opts.Session,
-		Policy: policy, Clock: clock.Real{},
+		Policy: policy, Clock: clock.Real{}, Activity: s.activityReader(),
 	})
 	if err != nil {
 		s.warnf("orphan sweep: %v", err)
@@ -261,4 +261,13 @@ func (s *Server) sweepAtStart(ctx context.Context) {
 	if report != nil && (len(report.Destroyed) > 0 || len(report.Stopped) > 0) {
 		s.warnf("orphan sweep destroyed %v and stopped %v as dormant", report.Destroyed, report.Stopped)
 	}
+}
+
+// activityReader is the proxy for the sweep, or nil without one (a nil
+// Proxy in an interface would not read as nil).
+func (s *Server) activityReader() ActivityReader {
+	if s.opts.Proxy == nil {
+		return nil
+	}
+	return s.opts.Proxy
 }

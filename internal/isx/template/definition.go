@@ -48,6 +48,18 @@ const (
 	ToolOpencode = "opencode"
 )
 
+// Kinds of credential account a template names, each the account of one
+// tool family: the host proxy injects it into the requests of the
+// template's instances (config.Accounts holds the credentials).
+const (
+	AccountClaude = "claude" // Anthropic: an API key or an OAuth token
+	AccountOpenAI = "openai" // OpenAI: an API key
+	AccountGitHub = "github" // GitHub: a token, for git and the API
+)
+
+// AccountKinds lists the kinds, in the order documents show them.
+var AccountKinds = []string{AccountClaude, AccountOpenAI, AccountGitHub}
+
 // Definition is one template, validated. Fields hold what the file says,
 // with defaults filled in (a step's user, a file's owner).
 type Definition struct {
@@ -67,6 +79,9 @@ type Definition struct {
 	Files     []File
 	Env       map[string]string
 	Tools     []Tool
+	// Accounts names, by kind (AccountClaude, …), the credential account
+	// of config.Accounts the host proxy uses for the template's instances.
+	Accounts map[string]string
 
 	Source Source
 
@@ -116,6 +131,18 @@ func MergeTools(chain []*Definition) []Tool {
 		}
 	}
 	return tools
+}
+
+// MergeAccounts are the accounts of a chain of definitions, parents
+// first: a child's entry for a kind replaces its parent's.
+func MergeAccounts(chain []*Definition) map[string]string {
+	out := map[string]string{}
+	for _, def := range chain {
+		for kind, name := range def.Accounts {
+			out[kind] = name
+		}
+	}
+	return out
 }
 
 // Repo is a repository cloned for an agent tool.
@@ -225,6 +252,17 @@ func (d *Definition) Hash() string {
 		}
 		e.text("tool.workdir", t.Workdir)
 		e.text("tool.agent_note", t.AgentNote)
+	}
+	// Written only when there are accounts, so that the hash of every
+	// definition without them stays what it was.
+	if len(d.Accounts) > 0 {
+		e.count("accounts", len(d.Accounts))
+		for _, kind := range AccountKinds {
+			if name, ok := d.Accounts[kind]; ok {
+				e.text("account.kind", kind)
+				e.text("account.name", name)
+			}
+		}
 	}
 	return hex.EncodeToString(e.h.Sum(nil))
 }

@@ -131,6 +131,9 @@ tools:
 		"agent note":        {"agent_note: n", "agent_note: m"},
 		"tool added":        {"    agent_note: n\n", "    agent_note: n\n  - name: pi\n"},
 		"text moves fields": {"description: d\n", "description: \"\"\n"},
+		"account added":     {"name: t\n", "name: t\naccounts: {claude: work}\n"},
+		"account kind":      {"name: t\n", "name: t\naccounts: {openai: work}\n"},
+		"account name":      {"name: t\n", "name: t\naccounts: {claude: play}\n"},
 	}
 	for what, e := range edits {
 		if !strings.Contains(base, e[0]) {

@@ -32,6 +32,7 @@ var (
 	aliasPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 	packagePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 	envPattern     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	accountPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
 	modelPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]*$`)
 	modePattern    = regexp.MustCompile(`^(?:0[oO])?([0-7]{3,4})$`)
 	scpPattern     = regexp.MustCompile(`^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:[^:].*$`)
@@ -39,7 +40,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"name", "description", "parent", "image", "packages", "run", "files", "env", "tools"}
+	topKeys  = []string{"name", "description", "parent", "image", "packages", "run", "files", "env", "tools", "accounts"}
 	stepKeys = []string{"name", "run", "user"}
 	fileKeys = []string{"path", "content", "mode", "owner"}
 	toolKeys = []string{"name", "model", "repos", "workdir", "agent_note"}
@@ -168,6 +169,8 @@ func (r *definitionReader) definition(root *yaml.Node) (*Definition, error) {
 			d.Env, err = r.env(v)
 		case "tools":
 			d.Tools, err = r.tools(v)
+		case "accounts":
+			d.Accounts, err = r.accounts(v)
 		}
 		return err
 	})
@@ -456,6 +459,28 @@ func (r *definitionReader) env(v *yaml.Node) (map[string]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, nil
+	}
+	return out, nil
+}
+
+// accounts reads {claude: work, github: bot}: per kind, the name of an
+// account in accounts.yaml.
+func (r *definitionReader) accounts(v *yaml.Node) (map[string]string, error) {
+	out := map[string]string{}
+	err := r.Mapping(v, "accounts", AccountKinds, func(kind string, _, val *yaml.Node) error {
+		field := yamltree.Join("accounts", kind)
+		name, err := r.Text(val, field)
+		if err != nil {
+			return err
+		}
+		if !accountPattern.MatchString(name) {
+			return invalidf(r.File, val.Line, field, "%q is not an account name (lowercase letters, digits, '.', '_' and '-', at most 40) as accounts.yaml names them", name)
+		}
+		out[kind] = name
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		return nil, err
 	}
 	return out, nil
 }

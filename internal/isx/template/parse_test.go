@@ -49,6 +49,9 @@ tools:
     agent_note: Run mvn verify before you finish.
   - name: codex
     model: gpt-5-codex
+accounts:
+  claude: work
+  github: bot-1
 `
 
 func TestParseReadsEveryField(t *testing.T) {
@@ -85,6 +88,7 @@ func TestParseReadsEveryField(t *testing.T) {
 	check("repo dirs", claude.Repos[0].Dir()+" "+claude.Repos[1].Dir(), "app src/lib")
 	check("workdir", claude.Workdir, "app")
 	check("note", claude.AgentNote, "Run mvn verify before you finish.")
+	check("accounts", d.Accounts, map[string]string{AccountClaude: "work", AccountGitHub: "bot-1"})
 	check("source path", d.Source.Path, "/defs/java.yaml")
 	check("parse alone never trusts", d.Source.Trusted, false)
 	check("not project-local", d.ProjectLocal(), false)
@@ -148,6 +152,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown tool key", "name: t\nimage: x\ntools:\n  - name: claude\n    modle: opus\n", CodeInvalid, 5, "tools[0].modle", "unknown key"},
 		{"unknown repo key", "name: t\nimage: x\ntools:\n  - name: claude\n    repos:\n      - {url: https://h/r.git, branch: main}\n", CodeInvalid, 6, "tools[0].repos[0].branch", "unknown key"},
 		{"retired max_turns", "name: t\nimage: x\ntools:\n  - name: claude\n    max_turns: 3\n", CodeInvalid, 5, "tools[0].max_turns", "unknown key"},
+		{"unknown account kind", "name: t\nimage: x\naccounts:\n  gitlab: me\n", CodeInvalid, 4, "accounts.gitlab", "unknown key"},
+		{"bad account name", "name: t\nimage: x\naccounts:\n  claude: Work Account\n", CodeInvalid, 4, "accounts.claude", "not an account name"},
+		{"accounts as list", "name: t\nimage: x\naccounts: [claude]\n", CodeInvalid, 3, "accounts", "must be a mapping"},
 		{"duplicate key", "name: t\nimage: x\nname: u\n", CodeInvalid, 3, "name", "appears twice (first on line 1)"},
 		{"missing name", "image: x\n", CodeInvalid, 1, "name", "is missing"},
 		{"null name", "name:\nimage: x\n", CodeInvalid, 1, "name", "is missing"},
@@ -336,5 +343,17 @@ func TestMergeToolsChildReplacesParent(t *testing.T) {
 	}
 	if got := MergeTools(nil); len(got) != 0 {
 		t.Errorf("MergeTools(nil) = %+v", got)
+	}
+}
+
+// A child's account for a kind replaces its parent's; the other kinds
+// come down from the parent.
+func TestMergeAccountsChildReplacesParent(t *testing.T) {
+	parent := &Definition{Accounts: map[string]string{AccountClaude: "team", AccountGitHub: "bot"}}
+	child := &Definition{Accounts: map[string]string{AccountClaude: "mine"}}
+	got := MergeAccounts([]*Definition{parent, child})
+	want := map[string]string{AccountClaude: "mine", AccountGitHub: "bot"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MergeAccounts = %v, want %v", got, want)
 	}
 }

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/proxy"
+	"github.com/incusspawn/isx/internal/isx/template"
+)
+
+func newProxyCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "The host proxy: how instances reach models, packages and git",
+		Long: "The host proxy is one process per host user through which instances reach model\n" +
+			"providers, package sources and git hosts. It injects the credentials of the\n" +
+			"accounts in ~/.config/incus-spawn/accounts.yaml that each template names (accounts:),\n" +
+			"so no credential enters an instance, and counts every instance's model calls and\n" +
+			"traffic. isx branch and isx mcp start it when it is not running.",
+		Args: exactArgs(0),
+	}
+	cmd.AddCommand(
+		&cobra.Command{Use: "start", Short: "Start the proxy unless it runs", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStart(cmd.Context()) }},
+		&cobra.Command{Use: "stop", Short: "Stop the proxy", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStop(cmd.Context()) }},
+		&cobra.Command{Use: "status", Short: "Say whether the proxy runs, since when, and where its log is", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStatus(cmd.Context()) }},
+		&cobra.Command{Use: "restart", Short: "Stop and start the proxy: every count starts again from zero", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyRestart(cmd.Context()) }},
+		newProxyActivityCommand(a),
+		&cobra.Command{Use: "serve", Hidden: true, Short: "Run the proxy in the foreground (what start runs, detached)", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyServe(cmd.Context()) }},
+	)
+	return cmd
+}
+
+func newProxyActivityCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "activity [--json]",
+		Short: "Show what the proxy counted of every instance",
+		Long: "activity shows, for every instance the proxy knows, the counts instance_activity\n" +
+			"reports: tokens of model calls, model calls made and in flight, idle time, and all\n" +
+			"traffic, counted from counting_since. --json prints them for programs.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			home, err := a.homeDir()
+			if err != nil {
+				return err
+			}
+			report, err := proxy.Connect(home).Report(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(report)
+			}
+			return writeActivity(a.stdout, report)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for programs")
+	return cmd
+}
+
+// launch is how this isx starts the proxy: its own binary, detached, in
+// the project this command works in.
+func (a *app) launch() (proxy.Launch, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return proxy.Launch{}, fmt.Errorf("finding the isx binary to run the proxy: %w", err)
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return proxy.Launch{}, err
+	}
+	return proxy.Launch{Executable: exe, Args: []string{"proxy", "serve", "--project", a.project(cfg)}, Clock: a.clock}, nil
+}
+
+// ensureProxy starts the proxy when it does not answer, saying so.
+func (a *app) ensureProxy(ctx context.Context) (*proxy.Control, error) {
+	home, err := a.homeDir()
+	if err != nil {
+		return nil, err
+	}
+	launch, err := a.launch()
+	if err != nil {
+		return nil, err
+	}
+	c, started, err := proxy.Ensure(ctx, home, launch)
+	if err != nil {
+		return nil, err
+	}
+	if started {
+		if status, err := c.Status(ctx); err == nil {
+			fmt.Fprintf(a.stderr, "isx: started the host proxy (pid %d; log %s)\n", status.PID, status.Log)
+		}
+	}
+	return c, nil
+}
+
+// proxyDir is the host proxy's directory, which new instances' proxy
+// devices lead to.
+func (a *app) proxyDir() (string, error) {
+	home, err := a.homeDir()
+	if err != nil {
+		return "", err
+	}
+	return config.ProxyDir(home), nil
+}
+
+// admit has the proxy serve a new or started instance before isx says it
+// is ready. A failure leaves the instance as it is and says why.
+func (a *app) admit(ctx context.Context, name string) {
+	c, err := a.ensureProxy(ctx)
+	if err == nil {
+		_, err = c.Admit(ctx, name)
+	}
+	if err != nil {
+		a.warnf("%s cannot reach model providers, packages or git until the host proxy serves it: %v", name, err)
+	}
+}
+
+func (a *app) proxyStart(ctx context.Context) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	if status, err := proxy.Connect(home).Status(ctx); err == nil {
+		fmt.Fprintf(a.stdout, "The isx host proxy already runs (pid %d, since %s).\n", status.PID, status.StartedAt)
+		return nil
+	}
+	launch, err := a.launch()
+	if err != nil {
+		return err
+	}
+	status, err := proxy.Start(ctx, home, launch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Started the isx host proxy (pid %d); it counts from %s. Log: %s\n", status.PID, status.StartedAt, status.Log)
+	return nil
+}
+
+func (a *app) proxyStop(ctx context.Context) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	if err := proxy.StopAndWait(ctx, home, a.clock); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "Stopped the isx host proxy. Instances reach nothing through it until it starts again (isx branch, isx mcp or isx proxy start).")
+	return nil
+}
+
+func (a *app) proxyRestart(ctx context.Context) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	if err := proxy.StopAndWait(ctx, home, a.clock); err != nil && !proxy.IsNotRunning(err) {
+		return err
+	}
+	return a.proxyStart(ctx)
+}
+
+func (a *app) proxyStatus(ctx context.Context) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	status, err := proxy.Connect(home).Status(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "running\tpid %d, isx %s\n", status.PID, status.Version)
+	fmt.Fprintf(w, "counting since\t%s\n", status.StartedAt)
+	fmt.Fprintf(w, "project\t%s\n", status.Project)
+	fmt.Fprintf(w, "instances served\t%d\n", status.Instances)
+	fmt.Fprintf(w, "accounts\t%d in %s\n", status.Accounts, config.AccountsPath(home))
+	fmt.Fprintf(w, "log\t%s\n", status.Log)
+	fmt.Fprintf(w, "CA\t%s\n", status.CA)
+	return w.Flush()
+}
+
+// proxyServe is the proxy process itself.
+func (a *app) proxyServe(ctx context.Context) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	client, err := a.incus()
+	if err != nil {
+		return err
+	}
+	owner, err := instance.CurrentOwner()
+	if err != nil {
+		return err
+	}
+	logFile, err := proxy.OpenLog(home)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	server, err := proxy.New(proxy.Options{
+		Home:      home,
+		Client:    client,
+		Owner:     owner,
+		Upstreams: cfg.Upstreams,
+		// Only trusted definitions: a project-local one never names the
+		// accounts an instance gets.
+		Templates: func() (*template.Set, error) {
+			return template.Load(template.Options{Home: home, SearchPaths: cfg.TemplateDirs()})
+		},
+		Clock:   a.clock,
+		Log:     slog.New(slog.NewTextHandler(logFile, nil)),
+		Version: build.Version,
+	})
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx)
+}
+
+// writeActivity is the table a person reads at a glance.
+func writeActivity(out io.Writer, report proxy.Report) error {
+	if len(report.Instances) == 0 {
+		fmt.Fprintf(out, "The host proxy (counting since %s) knows no instance yet.\n", report.StartedAt)
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INSTANCE\tSINCE\tIN\tOUT\tCACHE READ\tCACHE WRITE\tCALLS\tACTIVE\tIDLE\tTRAFFIC\tOPEN\tSENT\tRECEIVED")
+	for _, act := range report.Instances {
+		idle := "-"
+		if act.IdleSeconds != nil {
+			idle = (time.Duration(*act.IdleSeconds) * time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", act.Instance, act.CountingSince,
+			act.InputTokens, act.OutputTokens, act.CacheReadInputTokens, act.CacheCreationInputTokens,
+			act.Requests, act.RequestsInFlight, idle, act.TrafficRequests, act.TrafficInFlight,
+			bytesText(act.TrafficBytesSent), bytesText(act.TrafficBytesReceived))
+	}
+	return w.Flush()
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	value, suffix := float64(n), "B"
+	for _, s := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if value < unit {
+			break
+		}
+		value, suffix = value/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", value, suffix)
+}
+
+// mcpProxy is the host proxy for isx mcp: started when it does not
+// answer, so the next call after a crash of the proxy brings it back.
+type mcpProxy struct{ a *app }
+
+func (p mcpProxy) Admit(ctx context.Context, name string) (proxy.Activity, error) {
+	c, err := p.a.ensureProxy(ctx)
+	if err != nil {
+		return proxy.Activity{}, err
+	}
+	return c.Admit(ctx, name)
+}
+
+func (p mcpProxy) Activity(ctx context.Context, name string) (proxy.Activity, error) {
+	c, err := p.a.ensureProxy(ctx)
+	if err != nil {
+		return proxy.Activity{}, err
+	}
+	return c.Activity(ctx, name)
+}

@@ -1,0 +1,146 @@
+// Command instanceclient is what the host proxy's tests run inside
+// instances: a model call, a download or a WebSocket, through whatever
+// proxy the environment names (HTTPS_PROXY and the like) and trusting the
+// CA bundle it names (SSL_CERT_FILE), as an agent's tools would.
+//
+//	instanceclient messages -url URL [-key KEY | -key-file FILE] [-stream]
+//	instanceclient get -url URL
+//	instanceclient ws -url URL -until FILE
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: instanceclient messages|get|ws ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "messages":
+		err = messages(os.Args[2:])
+	case "get":
+		err = get(os.Args[2:])
+	case "ws":
+		err = ws(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "instanceclient:", err)
+		os.Exit(1)
+	}
+}
+
+func messages(args []string) error {
+	flags := flag.NewFlagSet("messages", flag.ExitOnError)
+	target := flags.String("url", "", "the Messages endpoint")
+	key := flags.String("key", "", "the API key to send")
+	keyFile := flags.String("key-file", "", "a file holding the API key")
+	stream := flags.Bool("stream", false, "ask for an SSE stream")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	if *keyFile != "" {
+		data, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return err
+		}
+		*key = strings.TrimSpace(string(data))
+	}
+	body := fmt.Sprintf(`{"model":"claude-test","max_tokens":64,"stream":%t,"messages":[{"role":"user","content":"hello"}]}`, *stream)
+	req, err := http.NewRequest(http.MethodPost, *target, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	if *key != "" {
+		req.Header.Set("X-Api-Key", *key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	fmt.Printf("status=%d\n", resp.StatusCode)
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	for lines.Scan() {
+		fmt.Println(lines.Text())
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return lines.Err()
+}
+
+func get(args []string) error {
+	flags := flag.NewFlagSet("get", flag.ExitOnError)
+	target := flags.String("url", "", "what to download")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	resp, err := http.Get(*target)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	fmt.Printf("status=%d bytes=%d sha256=%s\n", resp.StatusCode, n, hex.EncodeToString(h.Sum(nil)))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+func ws(args []string) error {
+	flags := flag.NewFlagSet("ws", flag.ExitOnError)
+	target := flags.String("url", "", "the WebSocket")
+	until := flags.String("until", "", "hold the WebSocket open until this file exists")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, *target, &websocket.DialOptions{HTTPClient: http.DefaultClient})
+	if err != nil {
+		return err
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte("ping")); err != nil {
+		return err
+	}
+	_, echo, err := c.Read(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("open echo=%s\n", echo)
+	for *until != "" {
+		if _, err := os.Stat(*until); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
+		return err
+	}
+	fmt.Println("closed")
+	return nil
+}
