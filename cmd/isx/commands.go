@@ -15,6 +15,7 @@ func commands(a *app) []*cobra.Command {
 		newShellCommand(a),
 		newDestroyCommand(a),
 		newMCPCommand(a),
+		newTUICommand(a),
 	}
 }
 
