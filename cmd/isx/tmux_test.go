@@ -147,9 +147,25 @@ func (s *screen) exited() string {
 		return false
 	})
 	if err != nil {
-		s.t.Fatalf("isx did not exit; the screen shows:\n%s", s.text())
+		s.t.Fatalf("isx did not exit; its goroutines, dumped by SIGQUIT:\n%s", s.dump())
 	}
 	return status
+}
+
+// dump makes a stuck isx print its goroutines (SIGQUIT) and returns the
+// pane with its history once isx has ended.
+func (s *screen) dump() string {
+	s.t.Helper()
+	pid := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "isx", "#{pane_pid}"))
+	if err := exec.Command("kill", "-QUIT", pid).Run(); err != nil {
+		return "kill -QUIT " + pid + ": " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), screenTimeout)
+	defer cancel()
+	_ = incustest.Poll(ctx, 20*time.Millisecond, func() bool {
+		return strings.HasPrefix(s.tmux("display-message", "-p", "-t", "isx", "#{pane_dead}"), "1")
+	})
+	return s.tmux("capture-pane", "-p", "-S", "-5000", "-t", "isx")
 }
 
 // selectedRow is the line the cursor marks, without the marker.

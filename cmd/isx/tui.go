@@ -74,8 +74,26 @@ func (a *app) runTUI(ctx context.Context) error {
 		Incus: client, Lister: backend, Actions: backend, Clock: a.clock,
 		Home: home, Owner: owner, Input: a.stdin, Output: a.stdout,
 	})
-	// What the TUI ran in instances left clean-ups behind (exec logs).
-	return errors.Join(err, client.Settle())
+	if settleErr := a.settle(client); settleErr != nil {
+		a.warnf("cleaning up after the commands the TUI ran in instances: %v", settleErr)
+	}
+	return err
+}
+
+// settleTimeout bounds waiting, on the way out, for the clean-ups of what
+// the TUI ran in instances (deleting exec logs); what is left then stays
+// until its instance is deleted.
+const settleTimeout = 5 * time.Second
+
+func (a *app) settle(client *incus.Client) error {
+	settled := make(chan error, 1)
+	go func() { settled <- client.Settle() }()
+	select {
+	case err := <-settled:
+		return err
+	case <-a.clock.After(settleTimeout):
+		return nil
+	}
 }
 
 // tuiBackend is the isx commands for the TUI: each key runs the code of

@@ -329,6 +329,20 @@ func (g goldenScreens) check(s *screen, name string) {
 	}
 }
 
+// toTemplates and toInstances give the keys to a list (tab) and wait
+// until its keys are in the footer.
+func (s *screen) toTemplates() {
+	s.t.Helper()
+	s.keys("Tab")
+	s.expect("b branch")
+}
+
+func (s *screen) toInstances() {
+	s.t.Helper()
+	s.keys("Tab")
+	s.expect("enter shell")
+}
+
 // selectRow moves the cursor down until it is on the row of name.
 func (s *screen) selectRow(name string) {
 	s.t.Helper()
@@ -367,7 +381,7 @@ func TestTUIKeys(t *testing.T) {
 	}
 
 	// Branch: b on a template asks for the name; tab picks the network.
-	s.keys("Tab")
+	s.toTemplates()
 	s.selectRow(buildtest.BusyBox)
 	s.keys("b")
 	s.expect("Branch tpl-test-busybox as:")
@@ -380,8 +394,10 @@ func TestTUIKeys(t *testing.T) {
 	if !inst.Running() || stamps.Template != buildtest.BusyBox || stamps.Network != instance.NetworkProxyOnly || stamps.Type != instance.TypeInstance {
 		t.Errorf("w7 as branched: %s %+v", inst.Status, stamps)
 	}
-	text := s.waitFor("the cursor on w7", screenTimeout, func(text string) bool { return strings.HasPrefix(selectedRow(text), "w7 ") })
-	if got := row(mustRows(t, text, "NAME"), "w7"); len(got) != 5 || got[2] != "running" || got[3] != "proxy-only" {
+	text := s.waitFor("the cursor on w7, running", screenTimeout, func(text string) bool {
+		return strings.HasPrefix(selectedRow(text), "w7 ") && rowState(text, "w7") == "running"
+	})
+	if got := row(mustRows(t, text, "NAME"), "w7"); len(got) != 5 || got[3] != "proxy-only" {
 		t.Errorf("w7's row: %v", got)
 	}
 
@@ -426,19 +442,19 @@ func TestTUIKeys(t *testing.T) {
 	if _, _, err := c.GetInstance(ctx, "w7"); err == nil {
 		t.Error("w7 still exists")
 	}
-	if got := row(mustRows(t, s.text(), "NAME"), "w7"); got != nil {
-		t.Errorf("w7 is still listed: %v", got)
-	}
+	s.waitFor("w7 gone from the list", screenTimeout, func(text string) bool { return rowState(text, "w7") == "" })
 
 	// Build, with its progress.
-	s.keys("Tab")
+	s.toTemplates()
 	s.selectRow(buildtest.BusyBoxChild)
 	s.keys("r")
 	s.expect("Building " + buildtest.BusyBoxChild + ":")
 	s.expect("Built 1 template(s) in project " + x.project + ".")
-	if got := row(mustRows(t, s.text(), "TEMPLATE"), buildtest.BusyBoxChild); len(got) < 3 || got[2] != "built" {
-		t.Errorf("the child template after its build: %v", got)
-	}
+	s.waitFor("the child template built", screenTimeout, func(text string) bool {
+		_, rows := listRows(text, "TEMPLATE")
+		got := row(rows, buildtest.BusyBoxChild)
+		return len(got) >= 3 && got[2] == "built"
+	})
 	if _, stamps := inspect(buildtest.BusyBoxChild); !stamps.IsTemplate() {
 		t.Errorf("the child template is not built: %+v", stamps)
 	}
@@ -449,9 +465,22 @@ func TestTUIKeys(t *testing.T) {
 	s.waitFor("w9 made by isx branch", liveWithin, func(text string) bool { return rowState(text, "w9") == "running" })
 	t.Logf("w9 showed %s after isx branch returned", time.Since(made))
 
+	// Typing after / filters the lists; esc drops the filter.
+	s.keys("/")
+	s.typed("w9")
+	s.keys("Enter")
+	text = s.waitFor("only w9 listed", screenTimeout, func(text string) bool {
+		return rowState(text, "w9") == "running" && rowState(text, "w1") == ""
+	})
+	if !strings.Contains(text, "No template matches the filter.") {
+		t.Errorf("the filter does not cover the templates:\n%s", text)
+	}
+	s.keys("Escape")
+	s.waitFor("w1 listed again", screenTimeout, func(text string) bool { return rowState(text, "w1") == "running" })
+
 	// ... and deletes the instance under the cursor: the cursor moves to
 	// a neighbour.
-	s.keys("Tab")
+	s.toInstances()
 	s.selectRow("w9")
 	x.ok("destroy", "w9")
 	destroyed := time.Now()

@@ -9,10 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/charmbracelet/bubbles/cursor"
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -77,7 +76,7 @@ func (m *model) done(msg doneMsg) tea.Cmd {
 	return nil
 }
 
-func (m *model) templateAction(msg tea.KeyMsg, name string) tea.Cmd {
+func (m *model) templateAction(msg tea.KeyPressMsg, name string) tea.Cmd {
 	if name == "" {
 		return nil
 	}
@@ -88,7 +87,7 @@ func (m *model) templateAction(msg tea.KeyMsg, name string) tea.Cmd {
 			m.say(fmt.Sprintf("%s is not built; press r to build it first.", name), true)
 			return nil
 		}
-		m.prompt = newBranchPrompt(name)
+		m.prompt = newBranchPrompt(name, m.st)
 		return m.prompt.name.Focus()
 	case key.Matches(msg, m.keys.Build):
 		m.startBuild(name)
@@ -115,7 +114,7 @@ func (m *model) startBuild(name string) {
 	})
 }
 
-func (m *model) instanceAction(msg tea.KeyMsg, name string) tea.Cmd {
+func (m *model) instanceAction(msg tea.KeyPressMsg, name string) tea.Cmd {
 	if name == "" {
 		return nil
 	}
@@ -187,16 +186,14 @@ type branchPrompt struct {
 	problem string
 }
 
-func newBranchPrompt(from string) *branchPrompt {
-	name := textinput.New()
-	name.Prompt = ""
+func newBranchPrompt(from string, st styles) *branchPrompt {
+	name := st.textInput("")
 	name.Placeholder = "name"
 	name.CharLimit = 63
-	name.Cursor.SetMode(cursor.CursorStatic)
 	return &branchPrompt{from: from, name: name}
 }
 
-func (m *model) promptKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 	p := m.prompt
 	switch msg.String() {
 	case "esc":
@@ -238,7 +235,7 @@ type destroyConfirm struct {
 	warning string
 }
 
-func (m *model) confirmKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
 	name := m.confirm.name
 	m.confirm = nil
 	if !key.Matches(msg, m.keys.Yes) {

@@ -28,7 +28,8 @@ func (m *model) detailsBody(height int) []string {
 	for i, line := range lines {
 		lines[i] = clip(line, m.width)
 	}
-	m.viewport.Width, m.viewport.Height = m.width, height
+	m.viewport.SetWidth(m.width)
+	m.viewport.SetHeight(height)
 	m.viewport.SetContent(strings.Join(lines, "\n"))
 	return strings.Split(m.viewport.View(), "\n")
 }

@@ -1,6 +1,6 @@
 package tui
 
-import "github.com/charmbracelet/bubbles/key"
+import "charm.land/bubbles/v2/key"
 
 // keyMap holds every key the TUI answers. Each view shows in its footer the
 // ones that work there; F1 (or ?) shows them all.

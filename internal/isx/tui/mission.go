@@ -1,15 +1,14 @@
 package tui
 
 import (
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/mcpserver"
@@ -199,7 +198,7 @@ func (m *model) joinCommand(r missionRow) string {
 	return "isx shell " + r.entry.Name
 }
 
-func (m *model) missionKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) missionKey(msg tea.KeyPressMsg) tea.Cmd {
 	if m.moveKey(msg, &m.mission, m.missionKeys(), m.height/2) {
 		m.message = ""
 		return nil
@@ -221,18 +220,14 @@ func (m *model) missionKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		return m.shell(r.entry.Name, "")
 	case key.Matches(msg, m.keys.Copy):
-		m.copyText(m.joinCommand(r))
+		return m.copyText(m.joinCommand(r))
 	}
 	return nil
 }
 
 // copyText puts text on the terminal's clipboard (OSC 52, which tmux and
 // most terminals honour).
-func (m *model) copyText(text string) {
-	seq := "\x1b]52;c;" + base64.StdEncoding.EncodeToString([]byte(text)) + "\a"
-	if _, err := fmt.Fprint(m.opts.Output, seq); err != nil {
-		m.say("Could not copy: "+err.Error(), true)
-		return
-	}
+func (m *model) copyText(text string) tea.Cmd {
 	m.say("Copied: "+text, false)
+	return tea.SetClipboard(text)
 }

@@ -6,13 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/cursor"
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -103,26 +101,20 @@ type model struct {
 	activityErr error
 }
 
-func newModel(opts Options, rt *runtime, renderer *lipgloss.Renderer) *model {
-	filter := textinput.New()
-	filter.Prompt = "filter: "
-	filter.Cursor.SetMode(cursor.CursorStatic)
+func newModel(opts Options, rt *runtime) *model {
+	st := newStyles()
 	m := &model{
 		opts:     opts,
 		rt:       rt,
 		keys:     newKeyMap(),
-		st:       newStyles(renderer),
-		help:     help.New(),
-		filter:   filter,
+		st:       st,
+		help:     st.helpModel(),
+		filter:   st.textInput("filter: "),
 		busy:     map[string]string{},
 		tasks:    map[string]*taskView{},
-		viewport: viewport.New(0, 0),
+		viewport: viewport.New(),
 		pane:     paneInstances,
 	}
-	m.help.Styles.ShortKey = m.st.key
-	m.help.Styles.FullKey = m.st.key
-	m.help.Styles.ShortDesc = lipgloss.NewStyle()
-	m.help.Styles.FullDesc = lipgloss.NewStyle()
 	return m
 }
 
@@ -153,7 +145,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		return m, nil
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m, m.key(msg)
 	case listingMsg:
 		m.listed(msg)
@@ -307,7 +299,7 @@ func (m *model) taskChanged(msg taskChangedMsg) {
 }
 
 // key handles a key press: a prompt or the filter takes keys first.
-func (m *model) key(msg tea.KeyMsg) tea.Cmd {
+func (m *model) key(msg tea.KeyPressMsg) tea.Cmd {
 	if msg.String() == "ctrl+c" {
 		return tea.Quit
 	}
@@ -347,7 +339,7 @@ func (m *model) switchTo(v view) {
 }
 
 // filterKey edits the filter: enter keeps it, esc drops it.
-func (m *model) filterKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch msg.String() {
 	case "enter":
 		m.filtering = false
@@ -456,7 +448,7 @@ func (s *selection) move(names []string, delta int) {
 
 // moveKey moves a selection for the cursor keys; it reports whether msg
 // was one.
-func (m *model) moveKey(msg tea.KeyMsg, s *selection, names []string, page int) bool {
+func (m *model) moveKey(msg tea.KeyPressMsg, s *selection, names []string, page int) bool {
 	switch {
 	case key.Matches(msg, m.keys.Up):
 		s.move(names, -1)
@@ -476,7 +468,7 @@ func (m *model) moveKey(msg tea.KeyMsg, s *selection, names []string, page int) 
 	return true
 }
 
-func (m *model) listsKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) listsKey(msg tea.KeyPressMsg) tea.Cmd {
 	names := entryNames(m.visibleInstances())
 	if m.pane == paneTemplates {
 		names = templateNames(m.visibleTemplates())
@@ -522,7 +514,7 @@ func (m *model) openDetails(name string, template bool) {
 	m.viewport.GotoTop()
 }
 
-func (m *model) detailsKey(msg tea.KeyMsg) tea.Cmd {
+func (m *model) detailsKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, m.keys.Back, m.keys.Details):
 		m.switchTo(m.back)

@@ -5,16 +5,25 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
 
-// View draws the whole screen: a title bar, a banner while Incus is away,
-// the view's body, and at the bottom a status line and the keys that work.
-func (m *model) View() string {
+// View is the screen, on the alternate screen of the terminal.
+func (m *model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	return v
+}
+
+// render draws the whole screen: a title bar, a banner while Incus is
+// away, the view's body, and at the bottom a status line and the keys
+// that work.
+func (m *model) render() string {
 	if m.width <= 0 || m.height <= 0 {
 		return ""
 	}
