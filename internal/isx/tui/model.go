@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
@@ -267,7 +268,10 @@ func (m *model) tasksRead(msg tasksMsg) {
 	if tv == nil || tv.fingerprint != msg.fingerprint {
 		return // the instance changed again since; a newer reading follows
 	}
-	tv.read, tv.infos, tv.err = true, msg.infos, msg.err
+	tv.read, tv.err = true, msg.err
+	if msg.err == nil {
+		tv.infos = msg.infos // after a failed read, what was read before stays
+	}
 	var running []string
 	for _, info := range msg.infos {
 		if info.State == task.StateRunning && len(running) < task.MaxWaitTasks {
@@ -275,24 +279,51 @@ func (m *model) tasksRead(msg tasksMsg) {
 		}
 	}
 	slices.Sort(running)
-	if want := idsKey(running); want != tv.watching || msg.err != nil {
+	if msg.err != nil {
 		tv.stopWatching()
-		if len(running) > 0 && msg.err == nil {
+		m.retryTasks(msg.instance)
+		return
+	}
+	if want := idsKey(running); want != tv.watching {
+		tv.stopWatching()
+		if len(running) > 0 {
 			tv.watching = want
 			tv.cancel = m.rt.waitTasks(m.opts.Incus, msg.instance, running)
 		}
 	}
 }
 
+// rewatchAfter is how long after a failed read or watch of an instance's
+// tasks they are read (and watched) again.
+const rewatchAfter = 5 * time.Second
+
+// retryTasks reads an instance's tasks again a little later: a read or
+// watch failed (the instance busy or starting, Incus away), and a task must
+// not show running for ever.
+func (m *model) retryTasks(name string) {
+	clk := m.opts.Clock
+	m.rt.spawn(func(ctx context.Context) tea.Msg {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clk.After(rewatchAfter):
+			return taskChangedMsg{instance: name}
+		}
+	})
+}
+
 // taskChanged reads an instance's tasks again after its watch ended.
 func (m *model) taskChanged(msg taskChangedMsg) {
-	tv := m.tasks[msg.instance]
-	if tv == nil {
-		return
+	tv, e := m.tasks[msg.instance], m.entry(msg.instance)
+	if tv == nil || e == nil || !e.Instance.Running() {
+		return // gone or stopped: read again when it runs
 	}
 	tv.cancel, tv.watching = nil, ""
 	if msg.err != nil {
-		tv.err = msg.err // watched again when the instance next changes
+		// The watch failed (the instance busy, Incus away): look again a
+		// little later rather than show a task running for ever.
+		tv.err = msg.err
+		m.retryTasks(msg.instance)
 		return
 	}
 	m.rt.readTasks(m.opts.Incus, msg.instance, tv.fingerprint)

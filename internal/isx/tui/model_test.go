@@ -315,3 +315,47 @@ func TestLayout(t *testing.T) {
 		t.Errorf("a table too wide to fit keeps the minimums: %v", got)
 	}
 }
+
+// A failed read of an instance's tasks is tried again rewatchAfter later,
+// on the clock, so that a task never shows running for ever; what was read
+// before stays on screen meanwhile. A stopped instance is not retried.
+func TestTasksAreReadAgainAfterAFailure(t *testing.T) {
+	m, clk := testModel(t, 80, 24, nil)
+	sent := make(chan tea.Msg, 16)
+	m.rt.send = func(msg tea.Msg) { sent <- msg }
+	held := entry("mcp-test-work-abcde", "Running", map[string]string{instance.KeyMCPOwner: "alice", instance.KeyMCPSession: "stdio:1:1"})
+	m.Update(listingMsg{listing: listing(held)})
+	<-sent // the first read, which noIncus fails
+	info := task.Info{ID: "t-aaaaaaaaaa", State: task.StateFinished, Run: 1, Record: &task.Record{ID: "t-aaaaaaaaaa", Kind: task.KindCommand, Command: []string{"true"}}}
+	m.Update(tasksMsg{instance: held.Name, fingerprint: fingerprint(&held), infos: []task.Info{info}})
+	m.Update(tasksMsg{instance: held.Name, fingerprint: fingerprint(&held), err: errNoIncus})
+	press(m, "f3")
+	if view := m.render(); !strings.Contains(view, "t-aaaaaaaaaa") {
+		t.Errorf("after a failed read the tasks read before are gone:\n%s", view)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal("no retry is waiting on the clock")
+	}
+	select {
+	case msg := <-sent:
+		t.Fatalf("retried before its time: %#v", msg)
+	default:
+	}
+	clk.Advance(rewatchAfter)
+	if msg := <-sent; msg != (taskChangedMsg{instance: held.Name}) {
+		t.Fatalf("after %s the model was sent %#v", rewatchAfter, msg)
+	}
+
+	// Stopped meanwhile: the retry reads nothing.
+	stopped := entry(held.Name, "Stopped", map[string]string{instance.KeyMCPOwner: "alice", instance.KeyMCPSession: "stdio:1:1"})
+	m.Update(listingMsg{listing: listing(stopped)})
+	m.Update(taskChangedMsg{instance: held.Name})
+	m.rt.wg.Wait() // whatever the model started has ended
+	select {
+	case msg := <-sent:
+		t.Errorf("a stopped instance's tasks were read: %#v", msg)
+	default:
+	}
+}
