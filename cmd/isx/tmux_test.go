@@ -157,6 +157,20 @@ func (s *screen) exited() string {
 func (s *screen) dump() string {
 	s.t.Helper()
 	pid := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "isx", "#{pane_pid}"))
+	tty := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "isx", "#{pane_tty}"))
+	var facts strings.Builder
+	for _, f := range []string{"wchan", "stat", "status"} {
+		data, _ := os.ReadFile("/proc/" + pid + "/" + f)
+		fmt.Fprintf(&facts, "/proc/%s/%s: %s\n", pid, f, data)
+	}
+	threads, _ := filepath.Glob("/proc/" + pid + "/task/*/wchan")
+	for _, t := range threads {
+		data, _ := os.ReadFile(t)
+		fmt.Fprintf(&facts, "%s: %s\n", t, data)
+	}
+	out, _ := exec.Command("stty", "-a", "-F", tty).CombinedOutput()
+	fmt.Fprintf(&facts, "stty %s: %s\n", tty, out)
+	s.t.Log(facts.String())
 	if err := exec.Command("kill", "-QUIT", pid).Run(); err != nil {
 		return "kill -QUIT " + pid + ": " + err.Error()
 	}

@@ -27,6 +27,9 @@ import (
 // liveWithin is how soon a change made by another process must show.
 const liveWithin = time.Second
 
+// buildTimeout bounds a build started from the TUI.
+const buildTimeout = 5 * time.Minute
+
 // agentSession is a real `isx mcp` with a go-sdk client on its stdio, as an
 // agent on the host runs it.
 type agentSession struct {
@@ -449,7 +452,9 @@ func TestTUIKeys(t *testing.T) {
 	s.selectRow(buildtest.BusyBoxChild)
 	s.keys("r")
 	s.expect("Building " + buildtest.BusyBoxChild + ":")
-	s.expect("Built 1 template(s) in project " + x.project + ".")
+	built := "Built 1 template(s) in project " + x.project + "."
+	// A build on a daemon other tests share can take a while.
+	s.waitFor(built, buildTimeout, func(text string) bool { return strings.Contains(text, built) })
 	s.waitFor("the child template built", screenTimeout, func(text string) bool {
 		_, rows := listRows(text, "TEMPLATE")
 		got := row(rows, buildtest.BusyBoxChild)
