@@ -16,6 +16,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/isx/tui"
 )
@@ -73,6 +74,7 @@ func (a *app) runTUI(ctx context.Context) error {
 	err = tui.Run(ctx, tui.Options{
 		Incus: client, Lister: backend, Actions: backend, Clock: a.clock,
 		Home: home, Owner: owner, Input: a.stdin, Output: a.stdout,
+		Activities: proxyActivities{control: proxy.Connect(home)},
 	})
 	if settleErr := a.settle(client); settleErr != nil {
 		a.warnf("cleaning up after the commands the TUI ran in instances: %v", settleErr)
@@ -256,4 +258,50 @@ func (b tuiBackend) Shell(ctx context.Context, name, taskID string, stdout, stde
 		return nil
 	}
 	return err
+}
+
+// proxyActivities is the TUI's view of the host proxy: the proxy's own
+// stream of counts, read in the TUI's terms.
+type proxyActivities struct{ control *proxy.Control }
+
+func (p proxyActivities) Watch(ctx context.Context) (<-chan map[string]tui.Activity, error) {
+	reports, err := p.control.Watch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan map[string]tui.Activity)
+	go func() {
+		defer close(out)
+		for report := range reports {
+			counts := make(map[string]tui.Activity, len(report.Instances))
+			for _, a := range report.Instances {
+				if a.Known() {
+					counts[a.Instance] = tuiActivity(a)
+				}
+			}
+			select {
+			case out <- counts:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// tuiActivity converts one instance's counts; a time the proxy sent that
+// does not parse is left out, as the proxy leaves out one it does not have.
+func tuiActivity(a proxy.Activity) tui.Activity {
+	out := tui.Activity{
+		InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
+		CacheReadInputTokens: a.CacheReadInputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens,
+		Requests: a.Requests, RequestsInFlight: a.RequestsInFlight,
+	}
+	out.CountingSince, _ = proxy.ParseTime(a.CountingSince)
+	out.LastRequestAt, _ = proxy.ParseTime(a.LastRequestAt)
+	out.LastResponseAt, _ = proxy.ParseTime(a.LastResponseAt)
+	if a.IdleSeconds != nil {
+		out.IdleSeconds = *a.IdleSeconds
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -146,19 +147,34 @@ func (rt *runtime) ticks(clk clock.Clock) {
 	})
 }
 
-// watchActivity relays the host proxy's counts.
+// activityRetry is how long the TUI waits before it asks the host proxy
+// again after it could not reach it or the proxy stopped.
+const activityRetry = 2 * time.Second
+
+// watchActivity relays the host proxy's counts, and reconnects when the
+// proxy is not running yet or stops (isx branch or isx mcp may start it
+// while the TUI is open).
 func (rt *runtime) watchActivity(source Activities, clk clock.Clock) {
 	rt.wg.Go(func() {
-		counts, err := source.Watch(rt.ctx)
-		if err != nil {
+		for rt.ctx.Err() == nil {
+			counts, err := source.Watch(rt.ctx)
+			if err == nil {
+				for snapshot := range counts {
+					rt.send(activityMsg{counts: snapshot, at: clk.Now()})
+				}
+				err = errProxyGone
+			}
 			rt.send(activityMsg{err: err})
-			return
-		}
-		for snapshot := range counts {
-			rt.send(activityMsg{counts: snapshot, at: clk.Now()})
+			select {
+			case <-rt.ctx.Done():
+			case <-clk.After(activityRetry):
+			}
 		}
 	})
 }
+
+// errProxyGone is what the screens say once the proxy's stream ended.
+var errProxyGone = errors.New("the host proxy stopped answering")
 
 // readTasks lists an instance's task records (one exec in it).
 func (rt *runtime) readTasks(client Incus, name, fingerprint string) {
