@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -84,6 +85,7 @@ func defaultDataDir() string {
 func serveCommand() *cobra.Command {
 	var flags storeFlags
 	var addr, configPath, cpuProfile string
+	var taskOptions server.TaskOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the GraphQL API at /financial/v1/graphql and MCP servers at /mcp/v1/<account>/<name>",
@@ -97,7 +99,8 @@ func serveCommand() *cobra.Command {
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Options{Store: flags.options(), PublicURL: public, Listen: addr, Issuers: config.Issuers, Logger: logger})
+			srv, err := server.New(ctx, server.Options{Store: flags.options(), PublicURL: public, Listen: addr, Issuers: config.Issuers,
+				Models: config.Models, Tasks: taskOptions, Logger: logger})
 			if err != nil {
 				return err
 			}
@@ -132,6 +135,9 @@ func serveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming further token issuers")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for benchmarks)")
+	cmd.Flags().IntVar(&taskOptions.Workers, "task-workers", 4, "how many tasks (callable agents' runs) this process runs at once")
+	cmd.Flags().DurationVar(&taskOptions.Liveness, "liveness", 15*time.Second, "how long a process may go silent before another settles what it left running")
+	cmd.Flags().DurationVar(&taskOptions.Poll, "task-poll", time.Second, "how often this process looks for tasks other processes queued")
 	return cmd
 }
 
@@ -149,15 +155,22 @@ func publicURL(flag, addr string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// config is the optional YAML (or JSON) file of further token issuers:
+// config is the optional YAML (or JSON) file of further token issuers and
+// of the model providers callable agents name:
 //
 //	issuers:
 //	  - issuer: https://login.example.com
 //	    jwksURL: https://login.example.com/.well-known/jwks.json
 //	    principal: signin
 //	    audiences: [http://localhost:8080/mcp]
+//	models:
+//	  - name: anthropic
+//	    api: anthropic          # or openai: an OpenAI-compatible chat API
+//	    baseURL: https://api.anthropic.com
+//	    apiKeyEnv: ANTHROPIC_API_KEY
 type config struct {
 	Issuers []auth.IssuerConfig `json:"issuers"`
+	Models  []agent.Provider    `json:"models"`
 }
 
 func loadConfig(path string) (config, error) {

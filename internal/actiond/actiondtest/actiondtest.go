@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -51,6 +52,12 @@ type Options struct {
 	Store *store.Options
 	// Log writes the server's log to the test log.
 	Log bool
+	// Models are the model providers callable agents name (a
+	// modeltest.Server's, as Provider gives it). The environment adds
+	// none: tests never see the machine's provider variables.
+	Models []agent.Provider
+	// Tasks configure the task workers.
+	Tasks server.TaskOptions
 }
 
 // Env is one running actiond.
@@ -86,6 +93,7 @@ func New(t testing.TB, d store.Dialect, opts Options) *Env {
 	}
 	srv, err := server.New(context.Background(), server.Options{
 		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger,
+		Models: opts.Models, Getenv: func(string) string { return "" }, Tasks: opts.Tasks,
 	})
 	if err != nil {
 		ts.Close()
@@ -227,7 +235,7 @@ func (e *Env) CloseSession(serverID, sessionID string) {
 
 // ExecutionFields are the fields Executions and Execution read.
 const ExecutionFields = `id actionId actionVersion actionName eventType role status caller subject client input output error
-	invocation preview sessionId parentId rolledBackByExecutionId startedAt endedAt
+	invocation preview sessionId parentId startedBy cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
 	writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }
 	mcpRequest { method params id principal subject client protocolVersion intent }
 	calls { id actionId actionVersion actionName status input output error preview parentId rolledBackByExecutionId

@@ -117,6 +117,12 @@ func filter(where *model.ExecutionWhere) store.ExecutionFilter {
 	if where.SessionID != nil {
 		f.SessionID = *where.SessionID
 	}
+	if where.Status != nil {
+		f.Status = string(*where.Status)
+	}
+	if where.Role != nil {
+		f.Role = *where.Role
+	}
 	if where.ParentID != nil {
 		f.ParentID = *where.ParentID
 	}
