@@ -209,8 +209,13 @@ func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError,
 		}
 		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(calls))
 	}
+	// Until the database answers, whether the completion committed is not
+	// known: the write is tried until it does, within the request's
+	// deadline, so that the client is told what the record says. Past the
+	// deadline the client gets the error and the write is kept for later.
 	ctx := context.Background()
-	for try := 1; try <= 3; try++ {
+	deadline := ex.started.Add(ex.deadline())
+	for try := 1; ; try++ {
 		err := h.opts.Store.Write(ctx, func(tx *store.Tx) error { return write(ctx, tx) })
 		if err == nil {
 			return false
@@ -218,9 +223,15 @@ func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError,
 		if errors.Is(err, store.ErrSettled) {
 			return h.completedAfterAll(ctx, ex)
 		}
-		// A cut connection is dropped from the pool: the next try takes
-		// another, or a new one.
 		h.opts.Logger.Warn("record MCP request that did not commit", "execution", ex.executionID, "try", try, "err", err)
+		if try <= 3 {
+			continue // a cut connection is dropped from the pool: the next try takes another
+		}
+		wait := min(time.Duration(try-3)*100*time.Millisecond, time.Second)
+		if h.opts.Clock.Now().Add(wait).After(deadline) {
+			break
+		}
+		<-h.opts.Clock.After(wait)
 	}
 	h.later.add(write)
 	return false
