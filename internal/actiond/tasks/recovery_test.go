@@ -199,11 +199,11 @@ func TestTaskHintsNameNoMoreThanALayer(t *testing.T) {
 	task := &store.Task{Principal: "signin"}
 	for hint, want := range map[string]string{
 		"This MCP server's policies do not include INSERT on financial.KVValue: use a tool that does not need it.": "keep",
-		"Action 3c1e4d1a-7a1b-4bde-9b7e-6b8f3f0c5a21 denied it.":                                                  GenericHint,
+		"Action 3c1e4d1a-7a1b-4bde-9b7e-6b8f3f0c5a21 denied it.":                                                   GenericHint,
 		"Denied by policies[2] of the server.":                                                                     GenericHint,
 		"Ask signin's administrator for INVOKE.":                                                                   GenericHint,
 		"Ask the signing team.":                                                                                    "keep",
-		"": "",
+		"":                                                                                                         "",
 	} {
 		got := safeHint(hint, task)
 		if want == "keep" {
