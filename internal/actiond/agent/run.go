@@ -141,13 +141,13 @@ func (r *Runner) Run(ctx context.Context, a Attempt) Result {
 	attemptCtx, cancel := context.WithTimeout(ctx, run.definition.AttemptTimeout())
 	defer cancel()
 	res := run.loop(attemptCtx)
-	if ctx.Err() != nil && res.Err == nil {
+	switch {
+	case errors.Is(res.Err, store.ErrLeaseLost):
+		return res
+	case ctx.Err() != nil:
 		return Result{Interrupted: true, Err: context.Cause(ctx)}
-	}
-	if attemptCtx.Err() != nil && !res.Interrupted && res.Failure == nil {
-		res = Result{Failure: timeoutFailure(run.definition)}
-	}
-	if res.Interrupted && res.Err == nil && ctx.Err() == nil {
+	case attemptCtx.Err() != nil && (res.Interrupted || res.Failure == nil || res.Failure.Code == engine.CodeTimeout):
+		// The attempt passed its response timeout, wherever it was.
 		res = Result{Failure: timeoutFailure(run.definition)}
 	}
 	res.Work = run.work
@@ -171,8 +171,17 @@ type run struct {
 	block      action.AgentBlock
 	model      Model
 	tools      []tool
+	skills     []skill
 	work       *store.Work
 	who        *auth.Identity
+}
+
+// skill is one of the agent's skills, resolved: a preloaded one's
+// instructions join the system prompt; the others are named with their
+// descriptions.
+type skill struct {
+	target  action.Target
+	preload bool
 }
 
 // tool is one tool the model may use: the agent's reference, resolved.
@@ -213,7 +222,35 @@ func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure)
 	if x.tools, err = r.resolveTools(ctx, spec.Account, def); err != nil {
 		return nil, storeFailure(err)
 	}
+	if x.skills, err = r.resolveSkills(ctx, spec.Account, def); err != nil {
+		return nil, storeFailure(err)
+	}
 	return x, nil
+}
+
+// resolveSkills resolves the agent's skill references at their pinned or
+// latest versions, leaving out what no longer resolves to an enabled skill.
+func (r *Runner) resolveSkills(ctx context.Context, account string, def action.Definition) ([]skill, error) {
+	resolver := r.Registry.Resolver(account)
+	var out []skill
+	for _, ref := range def.Skills {
+		version := 0
+		if ref.Version != nil {
+			version = *ref.Version
+		}
+		target, err := resolver.Resolve(ctx, ref.Name, version)
+		if errors.Is(err, action.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if target.Deleted || !target.Enabled || target.Definition.Kind != action.KindSkill {
+			continue
+		}
+		out = append(out, skill{target: target, preload: ref.Preload != nil && *ref.Preload})
+	}
+	return out, nil
 }
 
 // modelToolName is a name every provider takes: ^[a-zA-Z0-9_-]{1,64}$.
@@ -274,6 +311,9 @@ func (r *Runner) resolveTools(ctx context.Context, account string, def action.De
 }
 
 func (x *run) loop(ctx context.Context) Result {
+	if res, stop := x.recordLoads(ctx); stop {
+		return res
+	}
 	transcript := []Message{{Role: "user", Content: []Block{{Type: BlockText, Text: inputText(x.spec.Input)}}}}
 	specs := make([]ToolSpec, len(x.tools))
 	for i, t := range x.tools {
@@ -383,9 +423,17 @@ func (x *run) authority(ctx context.Context) ([]policy.Layer, *engine.Failure) {
 	return layers, nil
 }
 
-// system is the agent's instructions, with what its answer must be.
+// system is the agent's instructions, its skills, and what its answer
+// must be.
 func (x *run) system() string {
 	system := x.block.Instructions
+	for _, sk := range x.skills {
+		def := sk.target.Definition
+		system += "\n\n## Skill " + def.Name + "\n" + def.Description
+		if instructions, ok := def.Config["instructions"].(string); ok && sk.preload {
+			system += "\n\n" + instructions
+		}
+	}
 	if block := x.definition.Tool; block != nil && block.OutputSchema != nil {
 		schema, _ := json.Marshal(block.OutputSchema)
 		system += "\n\nAnswer with one JSON value, and nothing else, that matches this JSON Schema: " + string(schema)
@@ -454,6 +502,30 @@ func outputText(output any) string {
 	}
 	b, _ := json.Marshal(output)
 	return string(b)
+}
+
+// recordLoads records each preloaded skill's load beneath the task: the
+// exact version whose instructions the agent received.
+func (x *run) recordLoads(ctx context.Context) (Result, bool) {
+	var loads []*store.Execution
+	for _, sk := range x.skills {
+		if !sk.preload {
+			continue
+		}
+		now := x.r.Clock.Now()
+		e := &store.Execution{
+			ID: x.r.IDs.New(), Account: x.spec.Account, ActionID: sk.target.ID, ActionVersion: int64(sk.target.Version),
+			ActionName: sk.target.Definition.Name, EventType: "skill.load", Role: store.RoleCall, ParentID: x.attempt.TaskID,
+			Status: store.Succeeded, Caller: x.spec.Who.Principal, Subject: x.spec.Who.Subject, Client: x.spec.Who.Client,
+			Preview: x.spec.Preview, StartedAt: now, EndedAt: now,
+		}
+		e.Output, _ = json.Marshal(map[string]any{"name": sk.target.Definition.Name, "version": sk.target.Version})
+		loads = append(loads, e)
+	}
+	if err := x.attempt.Record(ctx, loads); err != nil {
+		return Result{Interrupted: true, Err: err}, true
+	}
+	return Result{}, false
 }
 
 // recordExchange records one model exchange beneath the task: what was

@@ -165,7 +165,7 @@ func TestOtherToolsAnswerAtOnce(t *testing.T) {
 	}
 }
 
-// ACT-153, ACT-160, ACT-162..168, ACT-177: the execution's status reads as
+// ACT-153, ACT-160, ACT-162..168, ACT-171, ACT-177: the execution's status reads as
 // the task's: QUEUED, RUNNING and RETRY_SCHEDULED are working; SUCCEEDED is
 // completed (above); FAILED is completed with a tool error carrying the
 // execution's code, the message "The task's agent failed" and its hint;
@@ -247,7 +247,8 @@ func TestTaskStatusMapping(t *testing.T) {
 		s.WaitTask(t, running, taskWait, mcpkit.TaskCompleted)
 
 		// FAILED → completed with a tool error.
-		failed := s.WaitTask(t, start("failing", nil), taskWait, mcpkit.TaskCompleted, mcpkit.TaskFailed)
+		failedID := start("failing", nil)
+		failed := s.WaitTask(t, failedID, taskWait, mcpkit.TaskCompleted, mcpkit.TaskFailed)
 		seen[failed.Status] = true
 		var failure mcpkitResult
 		json.Unmarshal(failed.Result, &failure)
@@ -256,6 +257,12 @@ func TestTaskStatusMapping(t *testing.T) {
 			at.Dig(meta, "message") != "The task's agent failed" || at.Dig(meta, "hint") == "" ||
 			len(failure.Content) != 1 || !strings.HasPrefix(at.Dig(failure.Content[0], "text").(string), "The task's agent failed\nHint: ") || failed.Error != nil {
 			t.Errorf("a FAILED task reads %s", at.AsJSON(failed))
+		}
+		// ACT-171: the execution keeps the full error the task does not
+		// return: its own message and the validator's detail.
+		if e := env.Execution(failedID); at.Dig(e, "error", "message") != "The agent's answer does not match its outputSchema." ||
+			at.Dig(e, "error", "hint") == "" || at.Dig(e, "error", "detail") == nil {
+			t.Errorf("the FAILED task's execution error %s", at.AsJSON(e["error"]))
 		}
 
 		// EXHAUSTED → failed with -32603.
@@ -407,4 +414,72 @@ func TestCancelTask(t *testing.T) {
 			t.Errorf("a finished task's execution after cancel: %s", at.AsJSON(e))
 		}
 	})
+}
+
+// An agent whose provider is an OpenAI-compatible chat API runs the same
+// loop: its tool call goes through the engine, its answer is the task's
+// result. A callable agent reached from a tool's own code is not run there
+// (it runs only as a task): action_not_runnable, with a hint (found tried as
+// a new user would: its hint was empty).
+func TestAgentOverAChatAPI(t *testing.T) {
+	env, model := taskEnv(t, store.SQLite, at.Options{}, func(x modeltest.Exchange) modeltest.Reply {
+		if x.Turn() == 1 {
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{Name: "stamp", Input: map[string]any{"k": "chat"}}}}
+		}
+		return modeltest.Reply{Text: "stamped: " + x.LastResults()[0].Content}
+	})
+	env.CreateAction(at.NewID(), at.AgentSpec{Name: "chatty", Provider: "openai", Model: "chat-model", Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}.Input())
+	env.CreateAction(at.NewID(), at.StarlarkTool("nested", "def run(event):\n    return tools.chatty({})\n", nil, []map[string]any{at.Ref("chatty")}))
+	env.CreateAction(at.NewID(), at.ServerSpec{Name: "chat", Intent: "NONE", Mode: "LIVE", Policies: at.Everything(),
+		Tools: []map[string]any{at.Ref("chatty"), at.Ref("nested")}}.Input())
+	s := env.ConnectTasks("chat", env.Token(principal, "alice"), at.Revision2026, true)
+	task, _ := s.CallForTask(t, "chatty", nil)
+	done := s.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted, mcpkit.TaskFailed)
+	var result mcpkitResult
+	json.Unmarshal(done.Result, &result)
+	if done.Status != mcpkit.TaskCompleted || at.Dig(result.Content[0], "text") != `stamped: {"k":"chat"}` || env.KV("tasks", "chat") == nil {
+		t.Errorf("the chat agent's task: %s", at.AsJSON(done))
+	}
+	if x := model.Exchanges(); len(x) != 2 || x[0].API != "openai" || x[0].Key != modelKey {
+		t.Errorf("exchanges %+v", x)
+	}
+	res := callTool(t, s.ClientSession, "nested", map[string]any{})
+	meta, _ := res.Meta["com.twisp/error"].(map[string]any)
+	if !res.IsError || meta["code"] != "action_not_runnable" || meta["hint"] == "" {
+		t.Errorf("a callable agent called from a tool: %s %s", text(res), asJSON(meta))
+	}
+}
+
+// An agent's skills: a preloaded one's instructions join the model's system
+// prompt, its load of that exact version recorded beneath the task; one not
+// preloaded is named with its description alone.
+func TestAgentSkills(t *testing.T) {
+	env, model := taskEnv(t, store.SQLite, at.Options{}, func(modeltest.Exchange) modeltest.Reply { return modeltest.Reply{Text: "ok"} })
+	skill := func(name, instructions string) map[string]any {
+		return map[string]any{"name": name, "description": "How to " + name + ".", "kind": "skill", "config": map[string]any{"instructions": instructions}}
+	}
+	reviewID := at.NewID()
+	env.CreateAction(reviewID, skill("review-accounts", "Check every balance twice."))
+	env.CreateAction(at.NewID(), skill("escalate", "Call the on-call human."))
+	input := at.AgentSpec{Name: "skilled", Model: "skilled"}.Input()
+	input["skills"] = []map[string]any{{"name": "review-accounts", "preload": true}, {"name": "escalate"}}
+	env.CreateAction(at.NewID(), input)
+	env.CreateAction(at.NewID(), at.ServerSpec{Name: "skills", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("skilled")}}.Input())
+	s := env.ConnectTasks("skills", env.Token(principal, "alice"), at.Revision2026, true)
+	task, _ := s.CallForTask(t, "skilled", nil)
+	s.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted)
+	system := model.Exchanges()[0].System
+	if !strings.Contains(system, "How to review-accounts.") || !strings.Contains(system, "Check every balance twice.") ||
+		!strings.Contains(system, "How to escalate.") || strings.Contains(system, "on-call human") {
+		t.Errorf("the system prompt: %q", system)
+	}
+	var load map[string]any
+	for _, c := range env.Execution(task.TaskID)["calls"].([]any) {
+		if at.Dig(c, "actionId") == reviewID {
+			load = c.(map[string]any)
+		}
+	}
+	if load == nil || load["actionVersion"] != 1.0 || load["status"] != "SUCCEEDED" {
+		t.Errorf("the skill's load: %s", asJSON(env.Execution(task.TaskID)["calls"]))
+	}
 }

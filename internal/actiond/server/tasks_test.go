@@ -23,7 +23,7 @@ import (
 const modelKey = "process-model-key"
 
 // modelConfig writes actiond's configuration naming the fake provider.
-func modelConfig(t *testing.T, model *modeltest.Server) string {
+func modelConfig(t testing.TB, model *modeltest.Server) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "actiond.yaml")
 	config := fmt.Sprintf("models:\n  - name: anthropic\n    api: anthropic\n    baseURL: %s\n    apiKey: %s\n", model.URL, modelKey)
@@ -35,7 +35,7 @@ func modelConfig(t *testing.T, model *modeltest.Server) string {
 
 // startWorkers runs actiond with the fake provider, a short liveness and
 // a quick poll, so that recovery happens within a test's patience.
-func startWorkers(t *testing.T, opts store.Options, config string) *at.Process {
+func startWorkers(t testing.TB, opts store.Options, config string) *at.Process {
 	t.Helper()
 	return at.StartProcess(t, binary, opts, "", "--config", config, "--liveness", "2s", "--task-poll", "100ms")
 }
@@ -180,7 +180,7 @@ func defineLoad(t *testing.T, p *at.Process, env *at.Env) (serverID, token strin
 	return serverID, p.Token(server.LocalPrincipal, "loader")
 }
 
-// Found tried as a new user would: with actiond's Postgres connections cut
+// ACT-103, ACT-105, ACT-118. Found tried as a new user would: with actiond's Postgres connections cut
 // every 200 ms under load, clients rightly got errors and no content, but
 // the records of 197 of those requests stayed RUNNING for good. Now a
 // request answered with an error it could not record is recorded once the
@@ -226,7 +226,7 @@ func TestNothingStaysRunningWhenConnectionsAreCut(t *testing.T) {
 		cut, v.sent, v.answered, v.errors, v.succeeded, v.failed, v.refusals)
 }
 
-// The database restarted under load: requests answered while it was down
+// ACT-103, ACT-105: the database restarted under load: requests answered while it was down
 // are recorded FAILED once it is back; none stays RUNNING.
 func TestNothingStaysRunningWhenTheDatabaseRestarts(t *testing.T) {
 	pg := at.PrivatePostgres(t)

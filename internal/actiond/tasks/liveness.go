@@ -132,7 +132,9 @@ func (s *Service) settle(ctx context.Context, owner string, before time.Time) er
 			}
 			n = len(tasks)
 			for _, t := range tasks {
-				if err := s.recoverTask(ctx, tx, t); err != nil {
+				// Another process settling the same one may have recovered it
+				// first.
+				if err := s.recoverTask(ctx, tx, t); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 					return err
 				}
 			}
@@ -165,6 +167,9 @@ func abandon(ctx context.Context, tx *store.Tx, e *store.Execution) error {
 // its retries allow, EXHAUSTED when they ran out, CANCELLED when it was
 // asked to stop. What the lost attempt called is kept, rolled back.
 func (s *Service) recoverTask(ctx context.Context, tx *store.Tx, t *store.Task) error {
+	if _, err := tx.HoldLease(ctx, t.Lease()); err != nil {
+		return err
+	}
 	e, err := tx.Execution(ctx, t.Account, t.ExecutionID)
 	if err != nil {
 		return err

@@ -286,7 +286,7 @@ func (s *Service) verdict(t *store.Task, spec agent.Spec, res agent.Result, caus
 		return ending{lost: true}
 	case errors.Is(cause, errCancelled):
 		return ending{status: store.Cancelled}
-	case errors.Is(cause, errShutdown):
+	case errors.Is(cause, errShutdown) || s.ctx.Err() != nil:
 		return ending{release: true}
 	case res.Interrupted:
 		failure := engine.NewFailure(agent.CodeRecordFailed, "The agent could not record what it did.", "The task retries when its execution settings allow.")
