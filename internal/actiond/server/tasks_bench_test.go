@@ -147,8 +147,9 @@ func drain(b *testing.B, processes, tasks int) time.Duration {
 	model := at.FakeModel(b, modelKey, func(x modeltest.Exchange) modeltest.Reply { return modeltest.Reply{Text: "done", Release: release} })
 	config := modelConfig(b, model)
 	var running []*at.Process
+	public := "http://" + at.FreeAddr(b) // processes of one database serve one public URL
 	for range processes {
-		running = append(running, at.StartProcess(b, binary, opts, "", "--config", config, "--task-poll", "100ms"))
+		running = append(running, at.StartProcess(b, binary, opts, public, "--config", config, "--task-poll", "100ms"))
 	}
 	env := running[0].Env(store.Postgres)
 	env.PutPrincipal(server.LocalPrincipal, at.Everything())

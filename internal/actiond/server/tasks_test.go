@@ -35,9 +35,9 @@ func modelConfig(t testing.TB, model *modeltest.Server) string {
 
 // startWorkers runs actiond with the fake provider, a short liveness and
 // a quick poll, so that recovery happens within a test's patience.
-func startWorkers(t testing.TB, opts store.Options, config string) *at.Process {
+func startWorkers(t testing.TB, opts store.Options, config, public string) *at.Process {
 	t.Helper()
-	return at.StartProcess(t, binary, opts, "", "--config", config, "--liveness", "2s", "--task-poll", "100ms")
+	return at.StartProcess(t, binary, opts, public, "--config", config, "--liveness", "2s", "--task-poll", "100ms")
 }
 
 func startTask(t *testing.T, env *at.Env, token, name string) string {
@@ -72,7 +72,11 @@ func TestKilledWorkersTaskIsRecovered(t *testing.T) {
 		return modeltest.Reply{Text: "recovered " + x.Input()["name"].(string), Release: release}
 	})
 	config := modelConfig(t, model)
-	first := startWorkers(t, opts, config)
+	// Processes sharing a database serve one public URL, so that a token
+	// for one is a token for the other (actiond token signs as the URL the
+	// database records).
+	public := "http://" + at.FreeAddr(t)
+	first := startWorkers(t, opts, config, public)
 	env := first.Env(store.Postgres)
 	env.PutPrincipal(server.LocalPrincipal, at.Everything())
 	defineWorkers(env)
@@ -81,7 +85,7 @@ func TestKilledWorkersTaskIsRecovered(t *testing.T) {
 	if e := env.Execution(taskID); e["status"] != "RUNNING" {
 		t.Fatalf("the task is %v", e["status"])
 	}
-	second := startWorkers(t, opts, config)
+	second := startWorkers(t, opts, config, public)
 	first.Kill()
 	env = second.Env(store.Postgres)
 	at.WaitFor(t, "the second process to run the agent again", time.Minute, func() bool { return len(model.Exchanges()) == 2 })
@@ -112,11 +116,12 @@ func TestTasksRunOnceAcrossProcesses(t *testing.T) {
 		return modeltest.Reply{Text: "ran " + x.Input()["name"].(string), Release: release}
 	})
 	config := modelConfig(t, model)
-	a := startWorkers(t, opts, config)
+	public := "http://" + at.FreeAddr(t) // one public URL for both, as above
+	a := startWorkers(t, opts, config, public)
 	env := a.Env(store.Postgres)
 	env.PutPrincipal(server.LocalPrincipal, at.Everything())
 	agentID := defineWorkers(env)
-	b := startWorkers(t, opts, config)
+	b := startWorkers(t, opts, config, public)
 	const tasks = 60
 	// Across users, so that the limits of 32 per user and session do not bind.
 	tokens := map[int]string{}
