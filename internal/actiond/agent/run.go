@@ -59,6 +59,12 @@ type Spec struct {
 	Who          Who              `json:"who"`
 	StartedBy    string           `json:"startedBy"`
 	Preview      bool             `json:"preview"`
+	// Draft is, for an invoke of an unpublished definition, that
+	// definition with its references resolved: it runs instead of the
+	// stored version, and each of its tools in Through goes through the
+	// server's reference of that name.
+	Draft   json.RawMessage           `json:"draft,omitempty"`
+	Through map[string]engine.Through `json:"through,omitempty"`
 }
 
 // Who is the identity a task runs as: what the verified token said when the
@@ -80,7 +86,7 @@ func SpecOf(start engine.TaskStart) Spec {
 	return Spec{
 		Account: start.Scope.Account, Server: start.Server, SessionID: start.Scope.SessionID,
 		AgentID: start.Agent.ID, AgentVersion: start.Agent.Version, Input: start.Input,
-		Who: who, StartedBy: start.StartedBy, Preview: start.Preview,
+		Who: who, StartedBy: start.StartedBy, Preview: start.Preview, Draft: start.Draft, Through: start.Through,
 	}
 }
 
@@ -190,6 +196,9 @@ type tool struct {
 	ref      int
 	target   action.Target
 	compiled *action.Compiled
+	// fixed is what the server's reference sets, for a draft's tool that
+	// goes through it; its values replace the agent's own.
+	fixed map[string]any
 }
 
 func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure) {
@@ -201,6 +210,14 @@ func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure)
 	if err != nil {
 		return nil, storeFailure(err)
 	}
+	compile := func() (*action.Compiled, error) { return r.Compiled.Get(target.ID, target.Version, target.Definition) }
+	if spec.Draft != nil {
+		// A draft is compiled on its own: the cache holds stored versions.
+		if target.Definition, err = action.Decode(spec.Draft); err != nil {
+			return nil, engine.NewFailure(engine.CodeNotRunnable, "The draft the task runs cannot be read: "+err.Error(), "Invoke the draft again.")
+		}
+		compile = func() (*action.Compiled, error) { return action.Compile(target.Definition) }
+	}
 	def := target.Definition
 	if !def.IsCallableAgent() {
 		return nil, engine.NewFailure(engine.CodeNotRunnable, "The task's action is not a callable agent.", "Start a callable agent.")
@@ -209,7 +226,7 @@ func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure)
 	if err != nil {
 		return nil, engine.NewFailure(engine.CodeNotRunnable, "The agent's definition cannot run: "+err.Error(), "Ask the agent's owner to fix its agent block.")
 	}
-	compiled, err := r.Compiled.Get(target.ID, target.Version, def)
+	compiled, err := compile()
 	if err != nil {
 		return nil, engine.NewFailure(engine.CodeNotRunnable, "The agent's definition cannot run: "+err.Error(), "Ask the agent's owner to fix its definition.")
 	}
@@ -219,7 +236,7 @@ func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure)
 	}
 	x := &run{r: r, attempt: a, spec: spec, target: target, definition: def, compiled: compiled, block: block, model: model,
 		work: r.Store.NewWork(spec.Account), who: spec.Who.identity()}
-	if x.tools, err = r.resolveTools(ctx, spec.Account, def); err != nil {
+	if x.tools, err = r.resolveTools(ctx, spec.Account, def, spec.Through); err != nil {
 		return nil, storeFailure(err)
 	}
 	if x.skills, err = r.resolveSkills(ctx, spec.Account, def); err != nil {
@@ -260,7 +277,7 @@ var unsafeToolName = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 // versions. What cannot be called from a loop is left out: a reference that
 // no longer resolves to something enabled, a callable agent (it runs only as
 // a task) and the natives only a server's requests run.
-func (r *Runner) resolveTools(ctx context.Context, account string, def action.Definition) ([]tool, error) {
+func (r *Runner) resolveTools(ctx context.Context, account string, def action.Definition, through map[string]engine.Through) ([]tool, error) {
 	resolver := r.Registry.Resolver(account)
 	var out []tool
 	seen := map[string]bool{}
@@ -268,6 +285,10 @@ func (r *Runner) resolveTools(ctx context.Context, account string, def action.De
 		version := 0
 		if ref.Version != nil {
 			version = *ref.Version
+		}
+		listed, isListed := through[ref.Name]
+		if isListed {
+			version = listed.Version
 		}
 		target, err := action.ResolveTool(ctx, resolver, ref.Name, version)
 		if errors.Is(err, action.ErrNotFound) {
@@ -280,6 +301,9 @@ func (r *Runner) resolveTools(ctx context.Context, account string, def action.De
 			continue
 		}
 		t := tool{ref: i, target: target}
+		if isListed {
+			t.fixed = listed.Fixed
+		}
 		var schema map[string]any
 		if target.Native {
 			native, ok := engine.Native(target.Definition.Name)
@@ -473,6 +497,9 @@ func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 	effective, err := x.compiled.ApplyFixedInput(ctx, t.ref, scope, args)
 	if err != nil {
 		return result("The agent's fixed input for this tool could not be evaluated; ask the agent's owner to fix it.", true), Result{}, false
+	}
+	if t.fixed != nil {
+		effective = action.MergeFixed(effective, t.fixed)
 	}
 	var recorded []*store.Execution
 	out := x.r.Engine.Call(ctx, &engine.Call{

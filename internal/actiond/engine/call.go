@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/policy"
@@ -33,6 +35,48 @@ type Call struct {
 	Preview bool
 	// Record keeps an execution for the request's completion transaction.
 	Record func(*store.Execution)
+	// Offer is what the request's server lists, which program and invoke
+	// reach; nil for a call beneath a task, where neither runs.
+	Offer Offer
+	// TasksExtension says the client declared the Tasks extension, and
+	// TaskTools that the server lists get_task and cancel_task: an invoke
+	// of an agent starts a task only for a client that can then read it.
+	TasksExtension bool
+	TaskTools      bool
+}
+
+// Offer is what an MCP server lists, as the calls beneath one of its
+// requests reach it: a program calls the server's tools by the names the
+// external agent sees, and an invoke of an action the server lists, or a
+// draft's call of one, goes through the server's reference (ACT-390,
+// ACT-402). The endpoint implements it for each request.
+type Offer interface {
+	// Tool is the available tool the server lists under name.
+	Tool(name string) (Offered, bool)
+	// ToolFor is the available tool the server lists whose action is id.
+	ToolFor(id string) (Offered, bool)
+	// FixedInput applies the fixed input of the server's reference ref to
+	// arguments; its values replace the arguments'.
+	FixedInput(ctx context.Context, ref int, arguments map[string]any) (map[string]any, error)
+}
+
+// Offered is one tool a server lists, resolved for the request.
+type Offered struct {
+	Name string
+	// Ref is the reference's index in the server's tools.
+	Ref    int
+	Target action.Target
+	// Compiled is nil for a native tool.
+	Compiled *action.Compiled
+}
+
+// lists says whether the server lists the native tool name.
+func lists(offer Offer, name string) bool {
+	if offer == nil {
+		return false
+	}
+	t, ok := offer.Tool(name)
+	return ok && t.Target.Native
 }
 
 // Outcome is what a call answered.
@@ -44,6 +88,9 @@ type Outcome struct {
 	// agent's, when get_task returns a task's result. Each is a TOOL use of
 	// the request, besides the call's own.
 	Used []string
+	// Task is the task an invoke of a callable agent started: a client
+	// with the Tasks extension is answered with it rather than Output.
+	Task *Task
 }
 
 // Failure is a call error the external agent sees as a tool result with

@@ -21,9 +21,13 @@ import (
 	"github.com/incusspawn/isx/internal/clock"
 )
 
-// Registry resolves the actions a tool's own references name.
+// Registry reads committed actions: by the names a tool's own references
+// give, and by ID for invoke.
 type Registry interface {
 	Resolver(account string) action.Resolver
+	// Action reads an action at version (0: its latest); a missing one
+	// wraps action.ErrNotFound.
+	Action(ctx context.Context, account, id string, version int) (action.Target, error)
 }
 
 // IDs makes execution IDs.
@@ -41,19 +45,38 @@ type Runner struct {
 	// Tasks starts, reads and cancels tasks (StartTask, get_task,
 	// cancel_task); nil runs none.
 	Tasks Tasks
+
+	celPrograms celCache
 }
 
-// Call runs one tools/call beneath a request.
-func (r *Runner) Call(ctx context.Context, c *Call) Outcome {
+func (r *Runner) clock() clock.Clock {
 	if r.Clock == nil {
-		r.Clock = clock.Real{}
+		return clock.Real{}
 	}
+	return r.Clock
+}
+
+func (r *Runner) random() io.Reader {
 	if r.Random == nil {
-		r.Random = rand.Reader
+		return rand.Reader
 	}
+	return r.Random
+}
+
+// Call runs one tools/call beneath a request, and hands every execution it
+// recorded to c.Record, each call's after the calls beneath it. A program
+// that passed the request's deadline records nothing (seed: "nothing it did
+// is recorded"): the request fails with mcp_request_deadline instead.
+func (r *Runner) Call(ctx context.Context, c *Call) Outcome {
 	run := &request{runner: r, call: c}
-	out := run.run(ctx, target{action: c.Target, compiled: c.Compiled}, c.Input, c.ParentID, c.Work, c.Layers)
-	outcome := Outcome{ExecutionID: out.id, Output: out.output, Failure: out.failure}
+	at := scope{parent: c.ParentID, work: c.Work, layers: c.Layers, preview: c.Preview, fromJSON: true}
+	out := run.run(ctx, target{action: c.Target, compiled: c.Compiled}, c.Input, at)
+	if !(c.Target.Native && c.Target.Definition.Name == action.NativeProgram && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		for _, e := range out.recorded {
+			c.Record(e)
+		}
+	}
+	outcome := Outcome{ExecutionID: out.id, Output: out.output, Failure: out.failure, Task: run.task}
 	if out.failure == nil {
 		outcome.Used = run.used
 	}
@@ -66,11 +89,31 @@ type request struct {
 	call   *Call
 	// used lists the executions whose output the answer carries.
 	used []string
+	// task is the task an invoke of an agent started.
+	task *Task
 }
 
 type target struct {
 	action   action.Target
 	compiled *action.Compiled // nil for a native tool
+	// draft is the unpublished definition that runs, its references
+	// resolved, as the execution records it; nil for a stored version.
+	draft json.RawMessage
+}
+
+func (t target) isDraft() bool { return t.draft != nil }
+
+// scope is where a call runs: beneath which execution, in which unit of
+// work, under which policy layers, and whether it previews.
+type scope struct {
+	parent  string
+	work    *store.Work
+	layers  []policy.Layer
+	preview bool
+	// fromJSON says the call's input was decoded from JSON (the request's
+	// arguments, a model's tool use) rather than handed over by a script,
+	// whose integers are integers already.
+	fromJSON bool
 }
 
 type result struct {
@@ -78,18 +121,20 @@ type result struct {
 	output  any
 	failure *Failure
 	// recorded lists the executions of the call and everything beneath it,
-	// so that a failure can mark them rolled back.
+	// the call's own last, so that a failure can mark them rolled back.
 	recorded []*store.Execution
 }
 
-// call runs one call as a child execution of parent: nested in the parent's
-// work (merged only on success), under the parent's layers narrowed by the
-// tool's own policies, bounded by the tool's own response timeout.
-func (q *request) run(ctx context.Context, t target, input map[string]any, parent string, parentWork *store.Work, layers []policy.Layer) result {
+// run runs one call as a child execution of at.parent: nested in the
+// parent's work (merged only on success, and never when the call previews
+// what it runs), under the parent's layers narrowed by the tool's own
+// policies, bounded by the tool's own response timeout.
+func (q *request) run(ctx context.Context, t target, input map[string]any, at scope) result {
 	r := q.runner
-	exec := q.execution(t, input, parent)
+	exec := q.execution(t, input, at)
 	res := result{id: exec.ID}
-	work := parentWork.Nested()
+	work := at.work.Nested()
+	layers := at.layers
 	if policies := t.action.Definition.Policies; !t.action.Native && len(policies) > 0 {
 		layers = append(append([]policy.Layer{}, layers...), policy.Layer{Name: policy.LayerTool, Policies: policies, ActionID: t.action.ID})
 	}
@@ -99,7 +144,7 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 		callCtx, cancel = context.WithTimeout(ctx, t.action.Definition.ResponseTimeout())
 		defer cancel()
 	}
-	env := &callEnv{request: q, target: t, id: exec.ID, work: work, layers: layers, input: input}
+	env := &callEnv{request: q, target: t, id: exec.ID, work: work, layers: layers, input: input, preview: at.preview, fromJSON: at.fromJSON}
 	output, failure := env.run(callCtx)
 	if failure == nil && t.compiled != nil {
 		if err := t.compiled.ValidateOutput(output); err != nil {
@@ -110,8 +155,9 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 	if failure == nil && callCtx.Err() != nil && ctx.Err() == nil {
 		failure = timeoutFailure(t)
 	}
-	exec.EndedAt = r.Clock.Now()
+	exec.EndedAt = r.clock().Now()
 	exec.WriteSet = work.Writes()
+	exec.Preview = env.preview
 	res.recorded = append(env.recorded, exec)
 	if failure != nil {
 		if ctx.Err() == nil && callCtx.Err() != nil && failure.Code != CodeOutputInvalid {
@@ -129,12 +175,13 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 		}
 		res.failure = failure
 	} else {
-		parentWork.Merge(work)
+		if !env.discard {
+			at.work.Merge(work)
+		}
 		exec.Status = store.Succeeded
 		exec.Output, _ = json.Marshal(output)
 		res.output = output
 	}
-	q.call.Record(exec)
 	return res
 }
 
@@ -144,7 +191,7 @@ func timeoutFailure(t target) *Failure {
 		WithDetail(map[string]any{"responseTimeoutSeconds": int(t.action.Definition.ResponseTimeout().Seconds())})
 }
 
-func (q *request) execution(t target, input map[string]any, parent string) *store.Execution {
+func (q *request) execution(t target, input map[string]any, at scope) *store.Execution {
 	c := q.call
 	actionID, name := t.action.ID, t.action.Definition.Name
 	if t.action.Native {
@@ -159,15 +206,16 @@ func (q *request) execution(t target, input map[string]any, parent string) *stor
 		ActionName:    name,
 		EventType:     "tool.call",
 		Role:          store.RoleCall,
-		ParentID:      parent,
+		ParentID:      at.parent,
 		SessionID:     "",
 		Status:        store.Running,
 		Caller:        c.Who.Principal,
 		Subject:       c.Who.Subject,
 		Client:        c.Who.Client,
 		Input:         inputJSON,
-		Preview:       c.Preview,
-		StartedAt:     q.runner.Clock.Now(),
+		Preview:       at.preview,
+		Draft:         t.draft,
+		StartedAt:     q.runner.clock().Now(),
 	}
 }
 
@@ -181,6 +229,16 @@ type callEnv struct {
 	layers   []policy.Layer
 	input    map[string]any
 	recorded []*store.Execution
+	// preview marks the call and the calls beneath it as previews; a
+	// native tool that previews what it runs sets it, and discard, which
+	// keeps the call's work from its parent's even when it succeeds.
+	preview, discard bool
+	fromJSON         bool
+}
+
+// beneath is the scope of the calls this call makes.
+func (e *callEnv) beneath() scope {
+	return scope{parent: e.id, work: e.work, layers: e.layers, preview: e.preview}
 }
 
 func (e *callEnv) run(ctx context.Context) (any, *Failure) {

@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/expr"
@@ -31,13 +34,19 @@ var celTool = mcpkit.NewTool[celArgs, celResult](mcpkit.Spec{
 })
 
 // nativeCEL runs the native cel tool; its output is the object celResult
-// describes, as a map (see nativeGraphQL).
+// describes, as a map (see nativeGraphQL). Each variable takes the type of
+// its value; a value decoded from JSON reads a whole number as an int
+// (expr.JSONNumbers), so {"x": 41} makes x + 1 the int 42.
 func (e *callEnv) nativeCEL(ctx context.Context, input map[string]any) (any, *Failure) {
 	args, failure := decode(celTool, input)
 	if failure != nil {
 		return nil, failure
 	}
-	value, err := e.request.runner.evalCEL(ctx, args.Expression, variables(input))
+	vars := variables(input)
+	if e.fromJSON && vars != nil {
+		vars = expr.JSONNumbers(vars).(map[string]any)
+	}
+	value, err := e.request.runner.evalCEL(ctx, args.Expression, vars)
 	if err != nil {
 		return nil, celFailure(err)
 	}
@@ -45,18 +54,72 @@ func (e *callEnv) nativeCEL(ctx context.Context, input map[string]any) (any, *Fa
 }
 
 // evalCEL evaluates an expression in the environment of the native cel tool,
-// which has the clock and randomness functions.
+// which has the clock and randomness functions. Environments are kept by
+// the names and types of the variables, and compiled expressions with
+// them: a program's 64 cel calls compile each expression once.
 func (r *Runner) evalCEL(ctx context.Context, expression string, variables map[string]any) (any, error) {
-	names := slices.Collect(maps.Keys(variables))
-	env, err := expr.NewEnv(expr.Variables(names...), expr.Impure(r.Clock, r.Random))
+	program, err := r.celPrograms.get(expression, variables, func() (*expr.Env, error) {
+		return expr.NewEnv(expr.VariablesOf(variables), expr.Impure(r.clock(), r.random()))
+	})
 	if err != nil {
 		return nil, err
+	}
+	return program.Eval(ctx, variables)
+}
+
+// celCache keeps the native cel tool's environments and programs, a bounded
+// number of each.
+type celCache struct {
+	mu       sync.Mutex
+	envs     map[string]*expr.Env
+	programs map[string]*expr.Program
+}
+
+const celCacheSize = 1024
+
+func (c *celCache) get(expression string, variables map[string]any, newEnv func() (*expr.Env, error)) (*expr.Program, error) {
+	signature := celSignature(variables)
+	key := signature + "\x00" + expression
+	c.mu.Lock()
+	program, ok := c.programs[key]
+	env := c.envs[signature]
+	c.mu.Unlock()
+	if ok {
+		return program, nil
+	}
+	if env == nil {
+		var err error
+		if env, err = newEnv(); err != nil {
+			return nil, err
+		}
 	}
 	program, err := env.Compile(expression)
 	if err != nil {
 		return nil, err
 	}
-	return program.Eval(ctx, variables)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.envs == nil || len(c.envs) >= celCacheSize {
+		c.envs = map[string]*expr.Env{}
+	}
+	if c.programs == nil || len(c.programs) >= celCacheSize {
+		c.programs = map[string]*expr.Program{}
+	}
+	c.envs[signature], c.programs[key] = env, program
+	return program, nil
+}
+
+// celSignature names the variables and the kinds of their values.
+func celSignature(variables map[string]any) string {
+	names := slices.Sorted(maps.Keys(variables))
+	var b strings.Builder
+	for _, name := range names {
+		b.WriteString(name)
+		b.WriteByte(':')
+		b.WriteString(fmt.Sprintf("%T", variables[name]))
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // celAction runs an action of kind cel: its compiled expression, reading

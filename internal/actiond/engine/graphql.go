@@ -13,6 +13,11 @@ import (
 // work, under policy layers.
 type GraphQL interface {
 	Execute(ctx context.Context, op Operation) (data any, err error)
+	// Validate checks a document against the schema without running it,
+	// and returns the variables that the operation operationName names (""
+	// for a document of one operation) requires: non-null, without a
+	// default. Its error says what is wrong, with line:column.
+	Validate(document, operationName string) (required []string, err error)
 }
 
 // Operation is one GraphQL operation a call runs.

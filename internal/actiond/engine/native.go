@@ -14,11 +14,9 @@ import (
 
 // Native tools are the platform's own, listed by reference without a
 // registry action. Each is defined from Go types with mcpkit.NewTool in the
-// file of its family, beside the code that runs it: graphql.go, cel.go, and
-// get_task and cancel_task in tasks.go. The natives a later issue runs go
-// the same way, each into a file of its own: program into program.go,
-// invoke into invoke.go; until then they are not found here, so a server
-// listing one leaves it out.
+// file of its family, beside the code that runs it: graphql.go, cel.go,
+// get_task and cancel_task in tasks.go, program in program.go and invoke in
+// invoke.go.
 
 // NativeTool is what a server's listing reads of a native tool;
 // *mcpkit.Tool is one.
@@ -41,11 +39,19 @@ type native struct {
 	run  func(e *callEnv, ctx context.Context, input map[string]any) (any, *Failure)
 }
 
-var natives = map[string]native{
-	graphQLTool.Name():    {tool: graphQLTool, run: (*callEnv).nativeGraphQL},
-	celTool.Name():        {tool: celTool, run: (*callEnv).nativeCEL},
-	getTaskTool.Name():    {tool: getTaskTool, run: (*callEnv).nativeGetTask},
-	cancelTaskTool.Name(): {tool: cancelTaskTool, run: (*callEnv).nativeCancelTask},
+// natives is filled in init: program and invoke run calls, which look
+// natives up, so a package-level initializer would be a cycle.
+var natives map[string]native
+
+func init() {
+	natives = map[string]native{
+		graphQLTool.Name():    {tool: graphQLTool, run: (*callEnv).nativeGraphQL},
+		celTool.Name():        {tool: celTool, run: (*callEnv).nativeCEL},
+		getTaskTool.Name():    {tool: getTaskTool, run: (*callEnv).nativeGetTask},
+		cancelTaskTool.Name(): {tool: cancelTaskTool, run: (*callEnv).nativeCancelTask},
+		programTool.Name():    {tool: programTool, run: (*callEnv).nativeProgram},
+		invokeTool.Name():     {tool: invokeTool, run: (*callEnv).nativeInvoke},
+	}
 }
 
 // Native describes a native tool the engine runs.

@@ -15,16 +15,9 @@ func (e *callEnv) starlark(ctx context.Context) (any, *Failure) {
 	def := e.target.action.Definition
 	source, _ := def.Config["source"].(string)
 	event := map[string]any{"data": e.input}
-	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{env: e, event: event}, starlark.Limits{})
+	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{calls: calls{env: e}, event: event}, starlark.Limits{})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, NewFailure(CodeTimeout, "The tool stopped at its deadline.", "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.")
-		}
-		var serr *starlark.Error
-		if errors.As(err, &serr) {
-			return nil, NewFailure(serr.Code, serr.Message, serr.Hint).WithDetail(detail(serr.Err))
-		}
-		return nil, NewFailure(CodeFailure, "The tool failed.", "Read the call's execution for what went wrong, fix the cause, and call again.").WithDetail(err.Error())
+		return nil, scriptFailure(ctx, err, "tool")
 	}
 	return value, nil
 }
@@ -36,16 +29,60 @@ func detail(err error) any {
 	return err.Error()
 }
 
+// calls runs what a script calls, each as a recorded call beneath the
+// script's execution, in its unit of work.
+type calls struct{ env *callEnv }
+
+// tool runs one call of a resolved tool.
+func (c calls) tool(ctx context.Context, t target, input map[string]any) (any, error) {
+	out := c.env.request.run(ctx, t, input, c.env.beneath())
+	c.env.recorded = append(c.env.recorded, out.recorded...)
+	if out.failure != nil {
+		return nil, out.failure.scriptError()
+	}
+	return out.output, nil
+}
+
+func (c calls) GraphQL(ctx context.Context, req starlark.GraphQLRequest) (any, error) {
+	out := c.native(ctx, action.NativeGraphQL, map[string]any{"query": req.Document, "variables": orEmpty(req.Variables), "operationName": req.OperationName})
+	if out.failure != nil {
+		return nil, out.failure.scriptError()
+	}
+	data, _ := out.output.(map[string]any)
+	return data["data"], nil
+}
+
+func (c calls) CEL(ctx context.Context, expression string, vars map[string]any) (any, error) {
+	out := c.native(ctx, action.NativeCEL, map[string]any{"expression": expression, "variables": orEmpty(vars)})
+	if out.failure != nil {
+		return nil, out.failure.scriptError()
+	}
+	value, _ := out.output.(map[string]any)
+	return value["value"], nil
+}
+
+// native runs graphql() or cel() as a recorded call of the native tool.
+func (c calls) native(ctx context.Context, name string, input map[string]any) result {
+	t := target{action: action.Target{Definition: action.Definition{Name: name}, Enabled: true, Native: true}}
+	out := c.env.request.run(ctx, t, input, c.env.beneath())
+	c.env.recorded = append(c.env.recorded, out.recorded...)
+	return out
+}
+
 // host is what a Starlark tool reaches: the tools its own references name,
-// and graphql() and cel() when it lists them. Every call is recorded beneath
-// the tool's execution.
+// and graphql() and cel() when it lists them. A draft that invoke runs
+// reaches what the server offers only as the server does (ACT-402,
+// ACT-408): a tool the server lists through the server's reference, and
+// graphql() and cel() when the server lists them, declared or not.
 type host struct {
-	env   *callEnv
+	calls
 	event map[string]any
 }
 
+func (h *host) definition() action.Definition { return h.env.target.action.Definition }
+
 func (h *host) reference(name string) (int, bool) {
-	for i, ref := range h.env.target.action.Definition.Tools {
+	for i, ref := range h.definition().Tools {
 		if ref.Name == name && !action.IsNative(name) {
 			return i, true
 		}
@@ -53,13 +90,28 @@ func (h *host) reference(name string) (int, bool) {
 	return 0, false
 }
 
+// listed is the server's tool a draft's call of name goes through.
+func (h *host) listed(name string) (Offered, bool) {
+	offer := h.env.request.call.Offer
+	if !h.env.target.isDraft() || offer == nil || action.IsNative(name) {
+		return Offered{}, false
+	}
+	return offer.Tool(name)
+}
+
 func (h *host) HasTool(name string) bool {
+	if _, ok := h.listed(name); ok {
+		return true
+	}
 	_, ok := h.reference(name)
 	return ok
 }
 
 func (h *host) HasNative(name string) bool {
-	for _, ref := range h.env.target.action.Definition.Tools {
+	if h.env.target.isDraft() {
+		return lists(h.env.request.call.Offer, name)
+	}
+	for _, ref := range h.definition().Tools {
 		if ref.Name == name {
 			return true
 		}
@@ -68,11 +120,20 @@ func (h *host) HasNative(name string) bool {
 }
 
 func (h *host) CallTool(ctx context.Context, name string, input any) (any, error) {
-	index, ok := h.reference(name)
-	if !ok {
+	index, declared := h.reference(name)
+	if tool, ok := h.listed(name); ok {
+		var own func(map[string]any) (map[string]any, error)
+		if declared {
+			own = func(arguments map[string]any) (map[string]any, error) {
+				return h.env.target.compiled.ApplyFixedInput(ctx, index, action.Scope{Event: h.event}, arguments)
+			}
+		}
+		return h.throughServer(ctx, tool, own, input)
+	}
+	if !declared {
 		return nil, &starlark.Error{Base: coded.Base{Code: starlark.CodeToolNotDeclared, Message: "The tool does not declare " + name + "."}}
 	}
-	ref := h.env.target.action.Definition.Tools[index]
+	ref := h.definition().Tools[index]
 	version := 0
 	if ref.Version != nil {
 		version = *ref.Version
@@ -94,44 +155,13 @@ func (h *host) CallTool(ctx context.Context, name string, input any) (any, error
 	if err != nil {
 		return nil, &starlark.Error{Base: coded.Base{Code: CodeCELEvaluation, Message: "The fixed input for " + name + " could not be evaluated.", Err: err}}
 	}
-	out := h.env.request.run(ctx, target{action: resolved, compiled: compiled}, effective, h.env.id, h.env.work, h.env.layers)
-	h.env.recorded = append(h.env.recorded, out.recorded...)
-	if out.failure != nil {
-		return nil, out.failure.scriptError()
-	}
-	return out.output, nil
-}
-
-func (h *host) GraphQL(ctx context.Context, req starlark.GraphQLRequest) (any, error) {
-	out := h.native(ctx, action.NativeGraphQL, map[string]any{"query": req.Document, "variables": orEmpty(req.Variables), "operationName": req.OperationName})
-	if out.failure != nil {
-		return nil, out.failure.scriptError()
-	}
-	data, _ := out.output.(map[string]any)
-	return data["data"], nil
-}
-
-func (h *host) CEL(ctx context.Context, expression string, vars map[string]any) (any, error) {
-	out := h.native(ctx, action.NativeCEL, map[string]any{"expression": expression, "variables": orEmpty(vars)})
-	if out.failure != nil {
-		return nil, out.failure.scriptError()
-	}
-	value, _ := out.output.(map[string]any)
-	return value["value"], nil
-}
-
-// native runs graphql() or cel() as a recorded call of the native tool.
-func (h *host) native(ctx context.Context, name string, input map[string]any) result {
-	t := target{action: action.Target{Definition: action.Definition{Name: name}, Enabled: true, Native: true}}
-	out := h.env.request.run(ctx, t, input, h.env.id, h.env.work, h.env.layers)
-	h.env.recorded = append(h.env.recorded, out.recorded...)
-	return out
+	return h.tool(ctx, target{action: resolved, compiled: compiled}, effective)
 }
 
 // scriptError is a call's failure as the script sees it: the tool error
 // check=False hands over, or that ends the script with the tool's code.
 func (f *Failure) scriptError() *starlark.Error {
-	return &starlark.Error{Base: coded.Base{Code: f.Code, Message: f.Message, Hint: f.Hint}}
+	return &starlark.Error{Base: coded.Base{Code: f.Code, Message: f.Message, Hint: f.Hint, Err: f}}
 }
 
 func orEmpty(m map[string]any) map[string]any {

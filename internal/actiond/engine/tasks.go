@@ -89,6 +89,12 @@ type TaskStart struct {
 	// StartedBy is the request that starts the task.
 	StartedBy string
 	Preview   bool
+	// Draft is, for an invoke of an unpublished definition, that
+	// definition with its references resolved: the agent runs it instead
+	// of Agent's, and each of its tools that the server lists goes through
+	// the server's reference, as Through says.
+	Draft   json.RawMessage
+	Through map[string]Through
 }
 
 // CancelledBy is who cancelled a task, and with which request: the
@@ -193,6 +199,13 @@ func (t Task) failureCode() (string, string) {
 // with the Tasks extension, or one of a server listing get_task and
 // cancel_task) is the caller's to decide.
 func (r *Runner) StartTask(ctx context.Context, c *Call) (Task, *Failure) {
+	return r.startTask(ctx, c, nil, nil)
+}
+
+// startTask starts c's agent; for an invoke of a draft, draft is the
+// definition that runs, its references resolved, and through the server's
+// references its tools go through.
+func (r *Runner) startTask(ctx context.Context, c *Call, draft json.RawMessage, through map[string]Through) (Task, *Failure) {
 	if r.Tasks == nil {
 		return Task{}, NewFailure(CodeNotRunnable, "This actiond runs no tasks, so a callable agent cannot be started.",
 			"Ask the operator to run actiond with its task workers.")
@@ -213,6 +226,8 @@ func (r *Runner) StartTask(ctx context.Context, c *Call) (Task, *Failure) {
 		Who:       c.Who,
 		StartedBy: c.ParentID,
 		Preview:   c.Preview,
+		Draft:     draft,
+		Through:   through,
 	})
 	if errors.Is(err, ErrStartLimit) {
 		return Task{}, NewFailure(CodeStartLimit, ErrStartLimit.Message, ErrStartLimit.Hint)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -38,6 +39,8 @@ const maxSourceLength = 32 * 1024
 
 type config struct {
 	variables []string
+	// typed are variables declared with the type of their value.
+	typed     map[string]*cel.Type
 	costLimit uint64
 	impure    bool
 	clock     clock.Clock
@@ -59,6 +62,75 @@ func Variables(names ...string) Option {
 		}
 		return nil
 	}
+}
+
+// VariablesOf declares a variable for each of values, with the CEL type of
+// its value: an int64 is an int, a float64 a double, a string, bool, list
+// or map what it is, nil null. The caller passes the values it evaluates
+// with, so an expression such as x + 1 checks against what x holds; see
+// JSONNumbers for values decoded from JSON.
+func VariablesOf(values map[string]any) Option {
+	return func(c *config) error {
+		if c.typed == nil {
+			c.typed = map[string]*cel.Type{}
+		}
+		for name, value := range values {
+			if name == "" || slices.Contains(c.variables, name) {
+				return fmt.Errorf("expr: variable %q declared twice or empty", name)
+			}
+			c.typed[name] = typeOf(value)
+		}
+		return nil
+	}
+}
+
+func typeOf(value any) *cel.Type {
+	switch value.(type) {
+	case nil:
+		return cel.NullType
+	case bool:
+		return cel.BoolType
+	case int, int32, int64:
+		return cel.IntType
+	case uint, uint32, uint64:
+		return cel.UintType
+	case float32, float64:
+		return cel.DoubleType
+	case string:
+		return cel.StringType
+	case []any:
+		return cel.ListType(cel.DynType)
+	case map[string]any:
+		return cel.MapType(cel.StringType, cel.DynType)
+	}
+	return cel.DynType
+}
+
+// JSONNumbers returns v with every float64 that holds a whole number within
+// int64's range as an int64, at any depth. Values decoded from JSON carry
+// every number as a float64, and CEL adds no double to an int: {"x": 41}
+// read this way makes x + 1 an int sum, as the literal 41 would be.
+func JSONNumbers(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if v == math.Trunc(v) && v >= math.MinInt64 && v < math.MaxInt64 && !math.IsInf(v, 0) {
+			return int64(v)
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = JSONNumbers(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = JSONNumbers(x)
+		}
+		return out
+	}
+	return v
 }
 
 // CostLimit replaces DefaultCostLimit.
@@ -113,6 +185,9 @@ func NewEnv(options ...Option) (*Env, error) {
 	}
 	for _, name := range c.variables {
 		celOptions = append(celOptions, cel.Variable(name, cel.MapType(cel.StringType, cel.DynType)))
+	}
+	for name, typ := range c.typed {
+		celOptions = append(celOptions, cel.Variable(name, typ))
 	}
 	env, err := cel.NewEnv(celOptions...)
 	if err != nil {

@@ -225,7 +225,7 @@ func (d *directory) tool(ctx context.Context, resolver action.Resolver, server a
 	if target.Native {
 		native, ok := engine.Native(target.Definition.Name)
 		if !ok {
-			return nil, nil // a native tool a later issue adds
+			return nil, nil // a native tool this engine does not run
 		}
 		tool.Description = native.Description()
 		schema, tool.OutputSchema = mcpkit.SchemaMap(native.InputSchema()), mcpkit.SchemaMap(native.OutputSchema())
@@ -243,6 +243,10 @@ func (d *directory) tool(ctx context.Context, resolver action.Resolver, server a
 	}
 	tool.InputSchema = action.EffectiveInputSchema(schema, ref, intent)
 	openWorld, err := action.OpenWorld(ctx, resolver, target)
+	if target.Native && target.Definition.Name == action.NativeProgram {
+		// A program can call every tool the server lists (ACT-318).
+		openWorld, err = action.ServerOpenWorld(ctx, resolver, server)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", tool.Name, err)
 	}

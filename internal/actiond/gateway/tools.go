@@ -65,11 +65,21 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 	if tool.Unavailable == nil && tool.Target.Definition.IsCallableAgent() {
 		return h.callAgent(ctx, ex, tool, params.Arguments)
 	}
-	result := h.runTool(ctx, ex, tool, params.Arguments)
+	result, task := h.runTool(ctx, ex, tool, params.Arguments)
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, ctx.Err() // the middleware answers mcp_request_deadline
 	}
-	ex.recordOutput(result, "")
+	if task == nil {
+		ex.recordOutput(result, "")
+		return ex.callResult(result), nil
+	}
+	// An invoke of an agent started a task: a client with the Tasks
+	// extension gets the task itself, one without the invoke's answer
+	// naming it (ACT-445, ACT-447).
+	ex.recordOutput(result, task.ID)
+	if ex.req.hasExtension(mcpkit.TasksExtension) {
+		return mcpkit.NewCreateTaskResult(task.Wire()), nil
+	}
 	return ex.callResult(result), nil
 }
 
@@ -87,24 +97,29 @@ func (ex *exchange) recordOutput(result *mcp.CallToolResult, task string) {
 	ex.setInvocation("output", output)
 }
 
-func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) *mcp.CallToolResult {
+// runTool runs one call, and says which task it started, if any: an
+// invoke of a callable agent starts one.
+func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) (*mcp.CallToolResult, *engine.Task) {
 	if tool.Unavailable != nil {
-		return failureResult(tool.Unavailable)
+		return failureResult(tool.Unavailable), nil
 	}
 	args, failure := ex.arguments(ctx, tool, rawArgs)
 	if failure != nil {
-		return failureResult(failure)
+		return failureResult(failure), nil
 	}
 	ex.ensureWork(h)
 	out := h.opts.Runner.Call(ctx, ex.newCall(tool, args))
+	if out.Task != nil {
+		ex.startedTask(out.Task.ID)
+	}
 	if out.Failure != nil {
-		return failureResult(out.Failure)
+		return failureResult(out.Failure), nil
 	}
 	ex.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
 	for _, used := range out.Used {
 		ex.addUse(store.Use{Kind: store.UseTool, Ref: used})
 	}
-	return toolResult(out.Output)
+	return toolResult(out.Output), out.Task
 }
 
 // arguments are a call's effective arguments: stated intent taken out and
@@ -130,7 +145,40 @@ func (ex *exchange) newCall(tool *Tool, args map[string]any) *engine.Call {
 		ParentID: ex.executionID, Work: ex.work, Preview: ex.server.Preview, Record: ex.recordCall,
 		Server:    engine.ServerRef{ID: ex.server.ActionID, Version: ex.server.Version, Name: ex.server.Name},
 		SessionID: ex.session.ID,
+		Offer:     offer{ex},
+		// What a client can read decides whether invoke may start an agent.
+		TasksExtension: ex.req.hasExtension(mcpkit.TasksExtension),
+		TaskTools:      ex.server.offersTaskTools(),
 	}
+}
+
+// offer is the request's server as the calls beneath the request reach it:
+// a program's tools, and the reference an invoke goes through.
+type offer struct{ ex *exchange }
+
+func offered(t *Tool) engine.Offered {
+	return engine.Offered{Name: t.Name, Ref: t.Ref, Target: t.Target, Compiled: t.Compiled}
+}
+
+func (o offer) Tool(name string) (engine.Offered, bool) {
+	t := o.ex.server.tool(name)
+	if t == nil || t.Unavailable != nil {
+		return engine.Offered{}, false
+	}
+	return offered(t), true
+}
+
+func (o offer) ToolFor(id string) (engine.Offered, bool) {
+	for _, t := range o.ex.server.Tools {
+		if !t.Target.Native && t.Target.ID == id && t.Unavailable == nil {
+			return offered(t), true
+		}
+	}
+	return engine.Offered{}, false
+}
+
+func (o offer) FixedInput(ctx context.Context, ref int, arguments map[string]any) (map[string]any, error) {
+	return o.ex.server.Compiled.ApplyFixedInput(ctx, ref, o.ex.fixedScope(), arguments)
 }
 
 // callAgent starts a callable agent as a task (ACT-135, ACT-136): to a
@@ -215,15 +263,20 @@ func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *engine.Fai
 // applyFixed evaluates the reference's fixed input, whose values replace
 // whatever the agent sent.
 func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]any) (map[string]any, *engine.Failure) {
-	var sessionInput map[string]any
-	json.Unmarshal(ex.sessionInput, &sessionInput)
-	scope := action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
-	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, scope, args)
+	out, err := ex.server.Compiled.ApplyFixedInput(ctx, tool.Ref, ex.fixedScope(), args)
 	if err != nil {
 		return nil, engine.NewFailure(engine.CodeCELEvaluation, "The server's fixed input for this tool could not be evaluated.",
 			"Ask the server's owner to fix the tool reference's fixed input.").WithDetail(err.Error())
 	}
 	return out, nil
+}
+
+// fixedScope is what the server's fixed input reads: the request, and the
+// session's id and input.
+func (ex *exchange) fixedScope() action.Scope {
+	var sessionInput map[string]any
+	json.Unmarshal(ex.sessionInput, &sessionInput)
+	return action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
 }
 
 // toolResult renders a call's output: an object as structuredContent, and

@@ -43,6 +43,10 @@ func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedA
 
 func (e *executionRecord) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
 
+// Draft is the unpublished definition an invoke ran (ACT-465); null for a
+// stored version.
+func (e *executionRecord) Draft() model.JSON { return nullJSON(e.rec.Draft) }
+
 // CancelledBy reads who cancelled the execution, and with which request.
 func (e *executionRecord) CancelledBy() *model.CancelledBy {
 	if len(e.rec.CancelledBy) == 0 {

@@ -37,6 +37,22 @@ func (g graphQL) Execute(ctx context.Context, op engine.Operation) (any, error) 
 	return data, nil
 }
 
+// Validate checks a document a program passes to graphql() before the
+// program runs.
+func (g graphQL) Validate(document, operationName string) ([]string, error) {
+	op, err := graph.Validate(document, operationName)
+	if err != nil {
+		return nil, err
+	}
+	var required []string
+	for _, v := range op.Variables {
+		if v.Required {
+			required = append(required, v.Name)
+		}
+	}
+	return required, nil
+}
+
 // nativeTools answers the API's question about the native tools the engine
 // runs, as a server lists them.
 func nativeTools(name string) (graph.NativeTool, bool) {

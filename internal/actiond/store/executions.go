@@ -66,6 +66,9 @@ type Execution struct {
 	Preview       bool            `json:"preview"`
 	WriteSet      []Write         `json:"writeSet,omitempty"`
 	RolledBackBy  string          `json:"rolledBackByExecutionId,omitempty"`
+	// Draft is the unpublished definition an invoke ran, its references
+	// resolved; nil when a stored version ran.
+	Draft json.RawMessage `json:"draft,omitempty"`
 	// CancelledBy names who cancelled the execution and with which request.
 	CancelledBy json.RawMessage `json:"cancelledBy,omitempty"`
 	// Owner is the process running the execution while it is RUNNING, so
@@ -75,7 +78,7 @@ type Execution struct {
 	EndedAt   time.Time `json:"endedAt,omitzero"`
 }
 
-const executionColumns = "seq, id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at"
+const executionColumns = "seq, id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at, draft"
 
 // InsertExecution records a new execution.
 func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
@@ -88,12 +91,12 @@ func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
 	}
 	_, err = tx.exec(ctx, `INSERT INTO executions (id, account, action_id, action_version, action_name, event_type, role,
 		parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview,
-		write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at, draft) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.ID, e.Account, e.ActionID, e.ActionVersion, e.ActionName, e.EventType, e.Role,
 		nullable(e.ParentID), nullable(e.StartedBy), nullable(e.SessionID), e.Status, e.Caller, e.Subject, e.Client,
 		nullableJSON(e.Input), nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation),
 		tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), nullableJSON(e.CancelledBy), nullable(e.Owner),
-		micros(e.StartedAt), micros(e.EndedAt))
+		micros(e.StartedAt), micros(e.EndedAt), nullableJSON(e.Draft))
 	if err != nil {
 		return fmt.Errorf("store: record execution %s: %w", e.ID, err)
 	}
@@ -257,17 +260,17 @@ func scanExecutions(rows *sql.Rows) ([]*Execution, error) {
 	var out []*Execution
 	for rows.Next() {
 		var e Execution
-		var parent, startedBy, session, input, output, errText, invocation, writeSet, rolledBack, cancelledBy, owner sql.NullString
+		var parent, startedBy, session, input, output, errText, invocation, writeSet, rolledBack, cancelledBy, owner, draft sql.NullString
 		var preview any
 		var started, ended int64
 		err := rows.Scan(&e.Seq, &e.ID, &e.Account, &e.ActionID, &e.ActionVersion, &e.ActionName, &e.EventType, &e.Role,
 			&parent, &startedBy, &session, &e.Status, &e.Caller, &e.Subject, &e.Client, &input, &output, &errText,
-			&invocation, &preview, &writeSet, &rolledBack, &cancelledBy, &owner, &started, &ended)
+			&invocation, &preview, &writeSet, &rolledBack, &cancelledBy, &owner, &started, &ended, &draft)
 		if err != nil {
 			return nil, fmt.Errorf("store: read execution: %w", err)
 		}
 		e.ParentID, e.StartedBy, e.SessionID, e.RolledBackBy = parent.String, startedBy.String, session.String, rolledBack.String
-		e.CancelledBy, e.Owner = rawJSON(cancelledBy), owner.String
+		e.CancelledBy, e.Owner, e.Draft = rawJSON(cancelledBy), owner.String, rawJSON(draft)
 		e.Input, e.Output, e.Error, e.Invocation = rawJSON(input), rawJSON(output), rawJSON(errText), rawJSON(invocation)
 		e.Preview = truthy(preview)
 		e.StartedAt, e.EndedAt = fromMicros(started), fromMicros(ended)

@@ -8,7 +8,7 @@ import (
 
 // schemaVersion grows with every change to the statements below; Open applies
 // what a database lacks.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // The same tables on both databases. {{serial}} and {{bool}} are the only
 // words that differ.
@@ -146,6 +146,12 @@ CREATE TABLE IF NOT EXISTS processes (
 );
 `
 
+// upgradeV3 adds the unpublished definition an invoke of a draft ran, with
+// its references resolved (ActionExecution.draft).
+const upgradeV3 = `
+ALTER TABLE executions ADD COLUMN draft TEXT
+`
+
 func (s *Store) ddl(text string) string {
 	serial, boolean, collate := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", ""
 	if s.dialect == Postgres {
@@ -200,6 +206,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if err := run(schemaV2); err != nil {
 		return err
+	}
+	if version < 3 {
+		if err := run(upgradeV3); err != nil {
+			return err
+		}
 	}
 	// The sign-in's tables are made where missing, whatever the version.
 	if err := run(schemaSignIn); err != nil {

@@ -34,7 +34,7 @@ func (s *Service) Start(ctx context.Context, start engine.TaskStart) (engine.Tas
 	e := &store.Execution{
 		ID: s.opts.IDs.New(), Account: start.Scope.Account, ActionID: start.Agent.ID, ActionVersion: int64(start.Agent.Version),
 		ActionName: def.Name, EventType: "task.start", Role: store.RoleTask, StartedBy: start.StartedBy,
-		Caller: who.Principal, Subject: who.Subject, Client: who.Client, Input: input, Preview: start.Preview,
+		Caller: who.Principal, Subject: who.Subject, Client: who.Client, Input: input, Preview: start.Preview, Draft: start.Draft,
 	}
 	t := &store.Task{
 		ExecutionID: e.ID, Account: start.Scope.Account, ServerID: start.Scope.ServerID, SessionID: start.Scope.SessionID,

@@ -85,6 +85,7 @@ type ComplexityRoot struct {
 		Calls                   func(childComplexity int) int
 		CancelledBy             func(childComplexity int) int
 		Client                  func(childComplexity int) int
+		Draft                   func(childComplexity int) int
 		EndedAt                 func(childComplexity int) int
 		Error                   func(childComplexity int) int
 		EventType               func(childComplexity int) int
@@ -574,6 +575,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.Client(childComplexity), true
+	case "ActionExecution.draft":
+		if e.ComplexityRoot.ActionExecution.Draft == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.Draft(childComplexity), true
 	case "ActionExecution.endedAt":
 		if e.ComplexityRoot.ActionExecution.EndedAt == nil {
 			break
@@ -1951,7 +1958,7 @@ type ActionExecution {
   preview: Boolean!
   "Rows the execution wrote, or would have written in a preview, that the reader may read."
   writeSet: [WriteSetEntry!]!
-  "Rows of the write set the reader may not read."
+  "Rows of the write set the reader may not read, deleted rows among them for a reader with policy limits."
   writeSetUnreadable: Int!
   parentId: ID
   "The executions this one called, in order."
@@ -1963,6 +1970,13 @@ type ActionExecution {
   "Who cancelled the execution, and with which request."
   cancelledBy: CancelledBy
   rolledBackByExecutionId: ID
+  """
+  For an execution that invoke ran from an unpublished definition: that
+  definition, with each reference resolved to the version that ran. Null
+  when a stored version ran, and then actionVersion is that version; for a
+  draft, actionVersion is the action's version when it ran.
+  """
+  draft: JSON
   startedAt: Timestamp!
   endedAt: Timestamp
 }
@@ -2210,6 +2224,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
 	case "rolledBackByExecutionId":
 		return ec.fieldContext_ActionExecution_rolledBackByExecutionId(ctx, field)
+	case "draft":
+		return ec.fieldContext_ActionExecution_draft(ctx, field)
 	case "startedAt":
 		return ec.fieldContext_ActionExecution_startedAt(ctx, field)
 	case "endedAt":
@@ -4610,6 +4626,29 @@ func (ec *executionContext) _ActionExecution_rolledBackByExecutionId(ctx context
 }
 func (ec *executionContext) fieldContext_ActionExecution_rolledBackByExecutionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ID")
+}
+
+func (ec *executionContext) _ActionExecution_draft(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_draft(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Draft(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_draft(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "JSON")
 }
 
 func (ec *executionContext) _ActionExecution_startedAt(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
@@ -10294,6 +10333,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 			}
 		case "rolledBackByExecutionId":
 			out.Values[i] = ec._ActionExecution_rolledBackByExecutionId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "draft":
+			out.Values[i] = ec._ActionExecution_draft(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

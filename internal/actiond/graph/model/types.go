@@ -89,6 +89,7 @@ type Execution interface {
 	StartedBy() *string
 	CancelledBy() *CancelledBy
 	RolledBackByExecutionID() *string
+	Draft() JSON
 	StartedAt() time.Time
 	EndedAt() *time.Time
 }
