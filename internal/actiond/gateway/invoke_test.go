@@ -1,0 +1,285 @@
+package gateway_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
+	"github.com/incusspawn/isx/internal/actiond/engine"
+)
+
+// invokeCall calls invoke and checks an answer against invoke's
+// outputSchema.
+func invokeCall(t *testing.T, s *mcp.ClientSession, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	if _, ok := args["intent"]; !ok {
+		args["intent"] = "Check what the test built."
+	}
+	res := callTool(t, s, "invoke", args)
+	if !res.IsError {
+		native, _ := engine.Native("invoke")
+		if err := native.CheckResult(res.StructuredContent); err != nil {
+			t.Errorf("invoke's result does not match its outputSchema: %v\n%s", err, asJSON(res.StructuredContent))
+		}
+	}
+	return res
+}
+
+// structured is a result's structuredContent as a map.
+func structured(res *mcp.CallToolResult) map[string]any {
+	out, _ := at.Decode(res.StructuredContent).(map[string]any)
+	return out
+}
+
+// index is a JSON list's element i; nil when there is none.
+func index(list any, i int) any {
+	l, _ := list.([]any)
+	if i >= len(l) {
+		return nil
+	}
+	return l[i]
+}
+
+// keysOf lists a map's keys in order.
+func keysOf(m map[string]any) string { return strings.Join(slices.Sorted(maps.Keys(m)), ",") }
+
+// flagSource writes alerts/<account> = {low: balance < 20} through
+// graphql(); brokenFlagSource divides by zero after reading the account,
+// and wrongFlagSource writes the wrong namespace.
+const (
+	brokenFlagSource = `
+def ratio(n):
+    return n // 0
+
+def run(event):
+    graphql("query($k: String!) { kv { value(namespace: \"alerts\", key: $k) { value } } }", variables = {"k": event["data"]["account"]})
+    return {"flagged": ratio(1) > 0}
+`
+	wrongFlagSource = `
+def run(event):
+    low = float(event["data"]["balance"]) < 20
+    graphql("mutation($k: String!, $v: JSON!) { kv { put(namespace: \"scratch\", key: $k, value: $v) { key } } }", variables = {"k": event["data"]["account"], "v": {"low": low}})
+    return {"flagged": low, "balance": event["data"]["balance"]}
+`
+	flagSource = `
+def run(event):
+    low = float(event["data"]["balance"]) < 20
+    graphql("mutation($k: String!, $v: JSON!) { kv { put(namespace: \"alerts\", key: $k, value: $v) { key } } }", variables = {"k": event["data"]["account"], "v": {"low": low}})
+    return {"flagged": low, "balance": event["data"]["balance"]}
+`
+)
+
+func flagTool(source string) map[string]any {
+	def := at.StarlarkTool("flag_low", source, at.Object(map[string]any{"account": at.String(), "balance": at.String()}, "account", "balance"),
+		[]map[string]any{at.Ref("graphql")})
+	return def
+}
+
+// builderServer is a LIVE server agents build with: it lists graphql and
+// invoke, and its policies allow everything.
+func builderServer(env *at.Env, name string, extra ...map[string]any) string {
+	id := at.NewID()
+	tools := append([]map[string]any{at.Ref("graphql"), at.Ref("invoke"), at.Ref("cel")}, extra...)
+	env.CreateAction(id, at.ServerSpec{Name: name, Mode: "LIVE", Policies: at.Everything(), Tools: tools}.Input())
+	return id
+}
+
+// ACT-379..386, ACT-393, ACT-423, ACT-425, ACT-426, ACT-429, ACT-433..439,
+// ACT-459..468, ACT-472, ACT-474..477: the loop of seed 004, as one test.
+// Through the endpoint, the external agent creates a tool disabled,
+// previews it (it fails: FAILED with its traceback, not a tool error),
+// previews drafts of it until one works (the rows it would write shown,
+// nothing committed, no version stored), publishes that draft with
+// updateAction and enabled: true, and invokes it with commit: true; then
+// the whole lineage reads back through GraphQL.
+func TestTheBuildLoop(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		serverID := builderServer(env, "builder")
+		s := env.Connect("builder", env.Token(principal, "alice"), rev)
+		toolID := at.NewID()
+		create := flagTool(brokenFlagSource)
+		create["enabled"] = false
+		res := callTool(t, s, "graphql", map[string]any{"intent": "Create the low-balance flag, disabled.",
+			"query":     `mutation($id: ID!, $input: ActionInput!) { actions { createAction(id: $id, input: $input) { version enabled } } }`,
+			"variables": map[string]any{"id": toolID, "input": create}})
+		if res.IsError || at.Dig(structured(res), "data", "actions", "createAction", "enabled") != false {
+			t.Fatalf("createAction: %s", text(res))
+		}
+		input := map[string]any{"account": "acct-1", "balance": "12.50"}
+
+		// 1. The stored, disabled version: it runs, and fails.
+		res = invokeCall(t, s, map[string]any{"action_id": toolID, "input": input, "intent": "Preview the new flag."})
+		failed := structured(res)
+		if res.IsError || failed["status"] != "FAILED" || failed["output"] != nil || at.Dig(failed, "error", "code") != "action_failure" {
+			t.Fatalf("the broken version's preview: %v %s", res.IsError, text(res))
+		}
+		message := at.Dig(failed, "error", "message").(string)
+		if !strings.HasPrefix(message, "Traceback (most recent call last):") || !strings.Contains(message, "flag_low.star:3:") ||
+			!strings.Contains(message, "in ratio") || !strings.Contains(message, "division by zero") {
+			t.Errorf("the failure's message is not the tool's own traceback:\n%s", message)
+		}
+		if keysOf(failed) != "calls,error,execution_id,omitted_writes,status,unreadable_writes,writes" || len(failed["writes"].([]any)) != 0 {
+			t.Errorf("a failed preview answers %s", asJSON(failed))
+		}
+		calls := failed["calls"].([]any)
+		if len(calls) != 1 || at.Dig(calls[0], "name") != "graphql" || at.Dig(calls[0], "status") != "SUCCEEDED" || at.Dig(calls[0], "rolled_back") != true {
+			t.Errorf("the failed preview's calls: %s", asJSON(calls))
+		}
+
+		// 2. A draft that runs but writes the wrong namespace.
+		wrong := flagTool(wrongFlagSource)
+		res = invokeCall(t, s, map[string]any{"action_id": toolID, "input": input, "draft": wrong, "intent": "Preview a first fix."})
+		first := structured(res)
+		if res.IsError || first["status"] != "SUCCEEDED" || at.Dig(index(first["writes"], 0), "key") != "scratch/acct-1" {
+			t.Fatalf("the first draft: %v %s", res.IsError, text(res))
+		}
+
+		// 3. The draft that works.
+		fixed := flagTool(flagSource)
+		res = invokeCall(t, s, map[string]any{"action_id": toolID, "input": input, "draft": fixed, "intent": "Preview the second fix."})
+		works := structured(res)
+		wantOutput := map[string]any{"flagged": true, "balance": "12.50"}
+		if res.IsError || works["status"] != "SUCCEEDED" || !jsonEqual(works["output"], wantOutput) {
+			t.Fatalf("the working draft: %v %s", res.IsError, text(res))
+		}
+		if keysOf(works) != "calls,execution_id,omitted_writes,output,status,unreadable_writes,writes" {
+			t.Errorf("a preview answers %s", keysOf(works))
+		}
+		wantRow := map[string]any{"table": "KVValue", "key": "alerts/acct-1", "value": map[string]any{"namespace": "alerts", "key": "acct-1", "value": map[string]any{"low": true}}}
+		if writes := works["writes"].([]any); len(writes) != 1 || !jsonEqual(writes[0], wantRow) || works["unreadable_writes"] != float64(0) || works["omitted_writes"] != float64(0) {
+			t.Errorf("the working draft's writes: %s", asJSON(works["writes"]))
+		}
+		for _, ns := range []string{"alerts", "scratch"} {
+			if env.KV(ns, "acct-1") != nil {
+				t.Errorf("a preview committed %s/acct-1", ns)
+			}
+		}
+		if v := at.Dig(env.MustGraphQL(`query($id: ID!) { action(id: $id) { version enabled } }`, map[string]any{"id": toolID}), "action"); !jsonEqual(v, map[string]any{"version": 1, "enabled": false}) {
+			t.Errorf("previewing drafts stored a version: %s", asJSON(v))
+		}
+		// commit: true runs only a published, enabled version.
+		for _, args := range []map[string]any{{"action_id": toolID, "input": input, "commit": true}, {"action_id": toolID, "input": input, "commit": true, "draft": fixed}} {
+			if res := invokeCall(t, s, args); !res.IsError || toolErrorCode(res) != "action_input_invalid" {
+				t.Errorf("commit of a disabled version or a draft: %v %s", res.IsError, text(res))
+			}
+		}
+
+		// 4. Publish the draft that worked, enabled.
+		update := flagTool(flagSource)
+		update["enabled"] = true
+		res = callTool(t, s, "graphql", map[string]any{"intent": "Publish the fix that worked.",
+			"query":     `mutation($id: ID!, $input: ActionUpdateInput!) { actions { updateAction(id: $id, input: $input) { version enabled } } }`,
+			"variables": map[string]any{"id": toolID, "input": update}})
+		if res.IsError || !jsonEqual(at.Dig(structured(res), "data", "actions", "updateAction"), map[string]any{"version": 2, "enabled": true}) {
+			t.Fatalf("updateAction: %s", text(res))
+		}
+
+		// 5. Invoke it for real.
+		res = invokeCall(t, s, map[string]any{"action_id": toolID, "input": input, "commit": true, "intent": "Flag the account for real."})
+		committed := structured(res)
+		if res.IsError || keysOf(committed) != "execution_id,output,status" || committed["status"] != "SUCCEEDED" || !jsonEqual(committed["output"], wantOutput) {
+			t.Fatalf("the commit answered %v %s", res.IsError, text(res))
+		}
+		if v := env.KV("alerts", "acct-1"); !jsonEqual(v, map[string]any{"low": true}) {
+			t.Errorf("the commit's write reads %s", asJSON(v))
+		}
+
+		// 6. The lineage: request → invoke call → tool → its calls.
+		var invokes []map[string]any
+		for _, request := range requests(env, serverID, "tools/call") {
+			if at.Dig(request, "mcpRequest", "params", "name") != "invoke" {
+				continue
+			}
+			invokes = append(invokes, request)
+		}
+		if len(invokes) != 6 {
+			t.Fatalf("%d invoke requests recorded, want 6", len(invokes))
+		}
+		wantIntents := []string{"Preview the new flag.", "Preview a first fix.", "Preview the second fix.", "Check what the test built.", "Check what the test built.", "Flag the account for real."}
+		answers := []map[string]any{failed, first, works, nil, nil, committed}
+		for i, request := range invokes {
+			if at.Dig(request, "mcpRequest", "intent") != wantIntents[i] {
+				t.Errorf("invoke %d's intent is %v", i, at.Dig(request, "mcpRequest", "intent"))
+			}
+			invoke := request["calls"].([]any)[0].(map[string]any)
+			if invoke["actionId"] != "native:invoke" {
+				t.Fatalf("invoke %d's call is %s", i, invoke["actionId"])
+			}
+			if i == 3 || i == 4 {
+				if invoke["status"] != "FAILED" || at.Dig(invoke, "error", "code") != "action_input_invalid" {
+					t.Errorf("the refused invoke %d is recorded %s", i, asJSON(invoke))
+				}
+				continue
+			}
+			if invoke["status"] != "SUCCEEDED" || !jsonEqual(invoke["output"], answers[i]) {
+				t.Errorf("invoke %d's call output %s, want what it answered", i, asJSON(invoke["output"]))
+			}
+			if i == 2 && !jsonEqual(at.Dig(invoke, "input", "draft"), fixed) {
+				t.Errorf("the invoke call's input does not hold the draft in full: %s", asJSON(invoke["input"]))
+			}
+			tools := invoke["calls"].([]any)
+			if len(tools) != 1 {
+				t.Fatalf("invoke %d has %d calls", i, len(tools))
+			}
+			tool := env.Execution(tools[0].(map[string]any)["id"].(string))
+			if tool["actionId"] != toolID || tool["parentId"] != invoke["id"] || tool["id"] != answers[i]["execution_id"] || tool["preview"] != (i < 3) {
+				t.Errorf("invoke %d's tool execution: %s", i, asJSON(tool))
+			}
+			grand := tool["calls"].([]any)
+			if len(grand) != 1 || at.Dig(grand[0], "actionName") != "graphql" || at.Dig(grand[0], "preview") != (i < 3) {
+				t.Errorf("invoke %d's tool's calls: %s", i, asJSON(grand))
+			}
+			if i == 0 && at.Dig(grand[0], "rolledBackByExecutionId") != tool["id"] {
+				t.Errorf("beneath the failed tool, its call is not rolled back by it: %s", asJSON(grand[0]))
+			}
+		}
+		// draft and actionVersion of each invoked execution.
+		read := func(id any) map[string]any {
+			return env.MustGraphQL(`query($id: ID!) { execution(id: $id) { actionVersion draft preview } }`, map[string]any{"id": id})["execution"].(map[string]any)
+		}
+		if e := read(failed["execution_id"]); e["draft"] != nil || e["actionVersion"] != float64(1) {
+			t.Errorf("the stored version's execution: %s", asJSON(e))
+		}
+		e := read(works["execution_id"])
+		if e["actionVersion"] != float64(1) || at.Dig(e, "draft", "config", "source") != flagSource || at.Dig(index(at.Dig(e, "draft", "tools"), 0), "name") != "graphql" {
+			t.Errorf("the draft's execution: %s", asJSON(e))
+		}
+		if e := read(committed["execution_id"]); e["draft"] != nil || e["actionVersion"] != float64(2) || e["preview"] != false {
+			t.Errorf("the commit's execution: %s", asJSON(e))
+		}
+		// Finding previews.
+		ids := func(where map[string]any) []string {
+			var out []string
+			for _, e := range env.ExecutionsWhere(where) {
+				out = append(out, e["id"].(string))
+			}
+			return out
+		}
+		previews := ids(map[string]any{"actionId": toolID, "preview": true})
+		wantPreviews := []string{failed["execution_id"].(string), first["execution_id"].(string), works["execution_id"].(string)}
+		if !slices.Equal(previews, wantPreviews) {
+			t.Errorf("executions(where: {actionId, preview: true}) lists %v, want %v", previews, wantPreviews)
+		}
+		if live := ids(map[string]any{"actionId": toolID, "preview": false}); !slices.Equal(live, []string{committed["execution_id"].(string)}) {
+			t.Errorf("executions(where: {actionId, preview: false}) lists %v", live)
+		}
+		history := env.MustGraphQL(`query($id: ID!) { action(id: $id) { executions(where: {preview: false}) { edges { node { id } } } } }`, map[string]any{"id": toolID})
+		if edges := at.Dig(history, "action", "executions", "edges").([]any); len(edges) != 1 || at.Dig(edges[0], "node", "id") != committed["execution_id"] {
+			t.Errorf("action(id:) { executions(where: {preview: false}) } lists %s", asJSON(edges))
+		}
+		// A successful invoke call's output is a TOOL use of the request.
+		lastRequest := invokes[5]
+		invoke := lastRequest["calls"].([]any)[0].(map[string]any)
+		found := false
+		for _, use := range lastRequest["uses"].([]any) {
+			found = found || (at.Dig(use, "kind") == "TOOL" && at.Dig(use, "executionId") == invoke["id"])
+		}
+		if !found {
+			t.Errorf("the request's uses %s lack the invoke call", asJSON(lastRequest["uses"]))
+		}
+	})
+}
