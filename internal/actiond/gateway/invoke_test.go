@@ -283,3 +283,176 @@ func TestTheBuildLoop(t *testing.T) {
 		}
 	})
 }
+
+// ACT-389, ACT-392, ACT-395, ACT-396, ACT-399, ACT-403, ACT-407, ACT-457,
+// ACT-458: refused invocations. Each is a tool error, nothing runs, and
+// the invoke call is recorded FAILED with the refusal: an action that does
+// not exist and one the principal may not read, in the same words; one the
+// server may not INVOKE; a skill, an MCP server and an agent without a
+// tool block; another version of a tool the server lists; a draft of
+// another kind; and a draft using a native tool the server does not list,
+// in the seed's sentence.
+func TestRefusedInvocations(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		hiddenID, lockedID, skillID, listedID := at.NewID(), at.NewID(), at.NewID(), at.NewID()
+		env.CreateAction(hiddenID, at.CELTool("hidden_tool", "1", nil))
+		env.CreateAction(lockedID, at.CELTool("locked_tool", "2", nil))
+		env.CreateAction(skillID, map[string]any{"name": "howto", "description": "How to.", "kind": "skill", "config": map[string]any{"instructions": "Do it."}})
+		env.CreateAction(listedID, at.CELTool("listed", "event.data.n", at.Object(map[string]any{"n": at.Integer()})))
+		env.UpdateAction(listedID, map[string]any{"config": map[string]any{"expression": "event.data.n + 100"}})
+		scriptID := at.NewID()
+		env.CreateAction(scriptID, at.StarlarkTool("scripted", "def run(event):\n    return 0\n", nil, nil))
+		plainAgentID := at.NewID()
+		env.CreateAction(plainAgentID, map[string]any{"name": "plain_agent", "description": "An agent without a tool block.", "kind": "agent", "config": map[string]any{},
+			"agent": map[string]any{"instructions": "Help.", "model": map[string]any{"name": "m"}}})
+		// The principal may not read hidden_tool; the server may not INVOKE locked_tool.
+		env.PutPrincipal("reader", []map[string]any{at.Allow([]string{"*"}, "*"),
+			{"effect": "DENY", "actions": []any{"SELECT"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"hidden": "context.document.name == 'hidden_tool'"}}})
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "narrow", Mode: "LIVE", Tools: []map[string]any{at.Ref("invoke"), at.RefPinned("listed", 1)},
+			Policies: []map[string]any{at.Allow([]string{"*"}, "*"),
+				{"effect": "DENY", "actions": []any{"INVOKE"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"locked": "context.document.name == 'locked_tool'"}}}}.Input())
+		s := env.Connect("narrow", env.Token("reader", "alice"), rev)
+
+		missing := at.NewID()
+		cases := []struct {
+			name string
+			args map[string]any
+			code string
+			want string
+		}{
+			{"missing", map[string]any{"action_id": missing}, "action_not_found", "No action with ID " + missing + " exists that you can read."},
+			{"unreadable", map[string]any{"action_id": hiddenID}, "action_not_found", "No action with ID " + hiddenID + " exists that you can read."},
+			{"server may not invoke", map[string]any{"action_id": lockedID}, "ACCESS_DENIED", "INVOKE on actions.Action is denied by the server's policies"},
+			{"a skill", map[string]any{"action_id": skillID}, "action_not_runnable", "howto is of kind skill, which cannot be invoked."},
+			{"an MCP server", map[string]any{"action_id": serverID}, "action_not_runnable", "narrow is of kind mcp, which cannot be invoked."},
+			{"an agent without a tool block", map[string]any{"action_id": plainAgentID}, "action_not_runnable", "plain_agent is an agent without a tool block"},
+			{"another version of a listed tool", map[string]any{"action_id": listedID, "version": 2}, "action_input_invalid", "runs its version 1"},
+			{"a draft of another kind", map[string]any{"action_id": listedID, "draft": at.StarlarkTool("listed", "def run(event):\n    return 1\n", nil, nil)},
+				"action_input_invalid", "A draft keeps its action's kind"},
+			{"a draft of an action the server may not INVOKE", map[string]any{"action_id": lockedID, "draft": at.CELTool("locked_tool", "3", nil)},
+				"ACCESS_DENIED", "INVOKE on actions.Action is denied by the server's policies"},
+		}
+		for _, c := range cases {
+			res := invokeCall(t, s, c.args)
+			if !res.IsError || toolErrorCode(res) != c.code || !strings.Contains(text(res), c.want) {
+				t.Errorf("%s: answered %v %s %s, want %s naming %q", c.name, res.IsError, toolErrorCode(res), text(res), c.code, c.want)
+				continue
+			}
+			invoke := last(t, requests(env, serverID, "tools/call"))["calls"].([]any)[0].(map[string]any)
+			if invoke["actionId"] != "native:invoke" || invoke["status"] != "FAILED" || at.Dig(invoke, "error", "code") != c.code || len(invoke["calls"].([]any)) != 0 {
+				t.Errorf("%s: the refused invoke is recorded %s", c.name, asJSON(invoke))
+			}
+		}
+		// A draft of a native tool's kind, or whose tools name a native
+		// tool, that the server does not list.
+		res := invokeCall(t, s, map[string]any{"action_id": listedID, "draft": at.CELTool("listed", "event.data.n", nil)})
+		if !res.IsError || toolErrorCode(res) != "action_input_invalid" || !strings.Contains(text(res), "the definition uses the native tool cel, which this server does not offer") {
+			t.Errorf("a draft of kind cel: %v %s", res.IsError, text(res))
+		}
+		res = invokeCall(t, s, map[string]any{"action_id": scriptID, "draft": at.StarlarkTool("scripted", "def run(event):\n    return 1\n", nil, []map[string]any{at.Ref("graphql")})})
+		if !res.IsError || toolErrorCode(res) != "action_input_invalid" || !strings.Contains(text(res), "the definition uses the native tool graphql, which this server does not offer") {
+			t.Errorf("a draft declaring graphql: %v %s", res.IsError, text(res))
+		}
+		if executions := env.Executions(scriptID); len(executions) != 0 {
+			t.Errorf("a refused draft ran: %s", asJSON(executions))
+		}
+		if len(env.Executions(listedID)) != 0 {
+			t.Errorf("a refused invocation ran the tool: %s", asJSON(env.Executions(listedID)))
+		}
+	})
+}
+
+// ACT-390, ACT-391, ACT-402: invoke never goes around the server's
+// reference: the version it pins runs, its fixed input applies in both
+// modes and to a draft, and a draft's call of a tool the server lists goes
+// through that reference too.
+func TestInvokeGoesThroughTheServersReference(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		listedID, callerID := at.NewID(), at.NewID()
+		env.CreateAction(listedID, at.CELTool("echo", "{'n': event.data.n, 'v': 1}", at.Object(map[string]any{"n": at.Integer()})))
+		env.UpdateAction(listedID, map[string]any{"config": map[string]any{"expression": "{'n': event.data.n, 'v': 2}"}})
+		env.CreateAction(callerID, at.StarlarkTool("caller", "def run(event):\n    return tools.echo({\"n\": 5})\n", nil, []map[string]any{at.Ref("echo")}))
+		builderServer(env, "pinned", map[string]any{"name": "echo", "version": 1, "input": map[string]any{"n": "7"}})
+		s := env.Connect("pinned", env.Token(principal, "alice"), rev)
+		source := "def run(event):\n    return tools.echo({\"n\": 5})\n"
+		cases := []struct {
+			name string
+			args map[string]any
+			want map[string]any
+		}{
+			{"a listed tool's preview", map[string]any{"action_id": listedID, "input": map[string]any{"n": 5}}, map[string]any{"n": 7, "v": 1}},
+			{"a listed tool's commit", map[string]any{"action_id": listedID, "input": map[string]any{"n": 5}, "commit": true}, map[string]any{"n": 7, "v": 1}},
+			{"a listed tool's draft", map[string]any{"action_id": listedID, "input": map[string]any{"n": 5},
+				"draft": at.CELTool("echo", "{'n': event.data.n, 'v': 3}", at.Object(map[string]any{"n": at.Integer()}))}, map[string]any{"n": 7, "v": 3}},
+			{"a stored tool calling a listed one, as it would when called", map[string]any{"action_id": callerID}, map[string]any{"n": 5, "v": 2}},
+			{"a draft calling a listed tool", map[string]any{"action_id": callerID, "draft": at.StarlarkTool("caller", source, nil, []map[string]any{at.Ref("echo")})}, map[string]any{"n": 7, "v": 1}},
+			{"a draft calling a listed tool it does not declare", map[string]any{"action_id": callerID, "draft": at.StarlarkTool("caller", source, nil, nil)}, map[string]any{"n": 7, "v": 1}},
+		}
+		for _, c := range cases {
+			res := invokeCall(t, s, c.args)
+			if got := structured(res); res.IsError || got["status"] != "SUCCEEDED" || !jsonEqual(got["output"], c.want) {
+				t.Errorf("%s: %v %s, want output %s", c.name, res.IsError, text(res), asJSON(c.want))
+			}
+		}
+	})
+}
+
+// ACT-384, ACT-413..416, ACT-421, ACT-464: nothing a preview commits. A
+// draft that reads a value reads it for real; one that calls createAction
+// publishes nothing; its calls are preview, each with its write set. On a
+// PREVIEW server, commit: true commits nothing either.
+func TestNothingAPreviewCommits(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		makerID := at.NewID()
+		env.CreateAction(makerID, at.StarlarkTool("maker", "def run(event):\n    return 0\n", nil, []map[string]any{at.Ref("graphql")}))
+		env.MustGraphQL(`mutation($v: JSON!) { kv { put(namespace: "live", key: "k", value: $v) { key } } }`, map[string]any{"v": map[string]any{"n": 3}})
+		builderServer(env, "makers")
+		s := env.Connect("makers", env.Token(principal, "alice"), rev)
+		madeID := at.NewID()
+		draft := at.StarlarkTool("maker", `
+def run(event):
+    seen = graphql("query { kv { value(namespace: \"live\", key: \"k\") { value } } }")
+    graphql("mutation($id: ID!, $input: ActionInput!) { actions { createAction(id: $id, input: $input) { version } } }",
+            variables = {"id": event["data"]["id"], "input": {"name": "made", "kind": "cel", "description": "Made in a preview.", "config": {"expression": "1"}, "tool": {"inputSchema": {"type": "object"}}}})
+    return {"seen": seen["kv"]["value"]["value"]["n"]}
+`, at.Object(map[string]any{"id": at.String()}), []map[string]any{at.Ref("graphql")})
+		res := invokeCall(t, s, map[string]any{"action_id": makerID, "input": map[string]any{"id": madeID}, "draft": draft})
+		got := structured(res)
+		if res.IsError || got["status"] != "SUCCEEDED" || !jsonEqual(got["output"], map[string]any{"seen": 3}) {
+			t.Fatalf("the draft's preview: %v %s", res.IsError, text(res))
+		}
+		if resp := env.GraphQL(`query($id: ID!) { action(id: $id) { id } }`, map[string]any{"id": madeID}); !strings.Contains(string(resp.Data), "null") {
+			t.Errorf("a createAction inside a preview published %s", resp.Data)
+		}
+		invoked := env.Execution(got["execution_id"].(string))
+		for _, c := range invoked["calls"].([]any) {
+			if at.Dig(c, "preview") != true {
+				t.Errorf("a call beneath the preview is not preview: %s", asJSON(c))
+			}
+		}
+		if ws, _ := at.Dig(index(invoked["calls"], 1), "writeSet").([]any); len(ws) == 0 {
+			t.Errorf("the preview's createAction call keeps no write set: %s", asJSON(invoked["calls"]))
+		}
+
+		// A PREVIEW server: commit: true commits nothing either.
+		writerID := at.NewID()
+		env.CreateAction(writerID, at.StarlarkTool("writer", `
+def run(event):
+    graphql("mutation { kv { put(namespace: \"rehearsed\", key: \"k\", value: 1) { key } } }")
+    return "wrote"
+`, nil, []map[string]any{at.Ref("graphql")}))
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "rehearsal", Policies: at.Everything(), Tools: []map[string]any{at.Ref("invoke")}}.Input())
+		rehearsal := env.Connect("rehearsal", env.Token(principal, "alice"), rev)
+		res = invokeCall(t, rehearsal, map[string]any{"action_id": writerID, "commit": true})
+		if got := structured(res); res.IsError || got["status"] != "SUCCEEDED" || at.Dig(map[string]any(res.Meta), "com.twisp/preview") != true {
+			t.Errorf("commit on a PREVIEW server: %v %s %s", res.IsError, text(res), asJSON(res.Meta))
+		}
+		if env.KV("rehearsed", "k") != nil {
+			t.Error("commit: true on a PREVIEW server committed")
+		}
+		if e := env.Execution(structured(res)["execution_id"].(string)); e["preview"] != true || len(e["calls"].([]any)) != 1 {
+			t.Errorf("the execution on a PREVIEW server: %s", asJSON(e))
+		}
+	})
+}
