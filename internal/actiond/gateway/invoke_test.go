@@ -10,6 +10,8 @@ import (
 
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // invokeCall calls invoke and checks an answer against invoke's
@@ -453,6 +455,96 @@ def run(event):
 		}
 		if e := env.Execution(structured(res)["execution_id"].(string)); e["preview"] != true || len(e["calls"].([]any)) != 1 {
 			t.Errorf("the execution on a PREVIEW server: %s", asJSON(e))
+		}
+	})
+}
+
+// ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453, ACT-465, ACT-469..471:
+// invoke starts a callable agent as a task and answers at once, in both
+// modes. To a client without the Tasks extension, a preview answers with
+// task_id, working, poll_interval_ms 5000 and the preview hint; the task
+// is started by the request (its START edge), is preview, its calls' writes
+// are discarded and kept in their write sets, and get_task reads its
+// result. A draft agent runs the draft, recorded on the task's execution. A
+// client with the extension gets the task itself, and a commit's writes
+// commit.
+func TestInvokeStartsAnAgentAsATask(t *testing.T) {
+	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
+		g := newGates(t)
+		env, _ := taskEnv(t, d, at.Options{}, writer(g))
+		agentID := at.NewID()
+		spec := at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
+			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}
+		env.CreateAction(agentID, spec.Input())
+		serverID := builderServer(env, "agents", at.Ref("get_task"), at.Ref("cancel_task"))
+		s := env.Connect("agents", env.Token(principal, "alice"), at.Revision2026)
+
+		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "preview-1"}})
+		answer := structured(res)
+		if res.IsError || keysOf(answer) != "hint,poll_interval_ms,status,task_id" || answer["status"] != "working" ||
+			answer["poll_interval_ms"] != float64(5000) || answer["hint"] != engine.TaskPreviewHint {
+			t.Fatalf("invoke of an agent answered %v %s", res.IsError, text(res))
+		}
+		taskID := answer["task_id"].(string)
+		request := last(t, requests(env, serverID, "tools/call"))
+		invoke := request["calls"].([]any)[0].(map[string]any)
+		if invoke["actionId"] != "native:invoke" || at.Dig(invoke, "output", "task_id") != taskID {
+			t.Errorf("the invoke call's output does not name the task: %s", asJSON(invoke))
+		}
+		g.open("preview-1")
+		task := waitExecution(t, env, taskID, "SUCCEEDED")
+		if task["startedBy"] != request["id"] || task["preview"] != true || task["actionId"] != agentID || task["role"] != "task" {
+			t.Errorf("the task's execution: %s", asJSON(task))
+		}
+		stamped := false
+		for _, c := range task["calls"].([]any) {
+			if at.Dig(c, "actionName") != "stamp" {
+				continue
+			}
+			stamped = true
+			if ws, _ := at.Dig(c, "writeSet").([]any); at.Dig(c, "preview") != true || len(ws) != 1 {
+				t.Errorf("the preview agent's stamp call: %s", asJSON(c))
+			}
+		}
+		if !stamped || env.KV("tasks", "preview-1") != nil {
+			t.Errorf("the preview agent stamped %v, committed %v", stamped, env.KV("tasks", "preview-1"))
+		}
+		read := callTool(t, s, "get_task", map[string]any{"task_id": taskID, "intent": "Read the agent's result."})
+		if read.IsError || !strings.Contains(text(read), "done preview-1") {
+			t.Errorf("get_task of the finished agent: %v %s", read.IsError, text(read))
+		}
+
+		// A draft agent: its definition is recorded on the task.
+		draft := spec
+		draft.Instructions = "You are the drafted writer."
+		res = invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "draft-1"}, "draft": draft.Input()})
+		if res.IsError {
+			t.Fatalf("invoke of a draft agent: %s", text(res))
+		}
+		draftTask := structured(res)["task_id"].(string)
+		g.open("draft-1")
+		waitExecution(t, env, draftTask, "SUCCEEDED")
+		drafted := env.MustGraphQL(`query($id: ID!) { execution(id: $id) { actionVersion draft preview } }`, map[string]any{"id": draftTask})["execution"]
+		if at.Dig(drafted, "draft", "agent", "instructions") != "You are the drafted writer." || at.Dig(drafted, "actionVersion") != float64(1) || at.Dig(drafted, "preview") != true {
+			t.Errorf("the draft agent's execution: %s", asJSON(drafted))
+		}
+		if env.KV("tasks", "draft-1") != nil {
+			t.Error("a draft agent's preview committed its write")
+		}
+
+		// With the extension, the task itself; a commit commits.
+		ts := env.ConnectTasks("agents", env.Token(principal, "alice"), at.Revision2026, true)
+		created, raw := ts.CallForTask(t, "invoke", map[string]any{"action_id": agentID, "input": map[string]any{"k": "commit-1"}, "commit": true, "intent": "Run the agent for real."})
+		if created == nil || created.Status != mcpkit.TaskWorking {
+			t.Fatalf("invoke with the extension answered %s", asJSON(raw))
+		}
+		g.open("commit-1")
+		done := ts.WaitTask(t, created.TaskID, taskWait, mcpkit.TaskCompleted, mcpkit.TaskFailed)
+		if done.Status != mcpkit.TaskCompleted || !jsonEqual(env.KV("tasks", "commit-1"), map[string]any{"stamped": true}) {
+			t.Errorf("the committed agent: %s, its write %v", asJSON(done), env.KV("tasks", "commit-1"))
+		}
+		if e := env.Execution(created.TaskID); e["preview"] != false {
+			t.Errorf("the committed agent's execution is preview")
 		}
 	})
 }
