@@ -13,20 +13,33 @@ import (
 
 // messagesAPI is a local stand-in for the model provider's Messages API,
 // the one part of the run that cannot be real here. It speaks the real wire
-// format, streaming included, and scripts one turn: while the conversation
-// has no tool result it asks for the tool, with the input given; then it
-// answers with the tool result's text.
+// format, streaming included, and scripts its turns: while the
+// conversation has fewer tool results than it has steps, it asks for the
+// next step's tool, with that step's input; then it answers with the last
+// tool result's text.
 type messagesAPI struct {
 	server *httptest.Server
-	tool   string
-	input  map[string]any
+	steps  []toolStep
 
 	mu      sync.Mutex
-	results []string // the tool results Claude Code sent back
+	results []string        // the tool results Claude Code sent back, in order
+	seen    map[string]bool // their tool_use IDs
+	uses    int             // tool uses asked for, which number their IDs
+}
+
+// toolStep is one tool call the fake model asks for.
+type toolStep struct {
+	tool  string
+	input map[string]any
 }
 
 func newMessagesAPI(t *testing.T, tool string, input map[string]any) *messagesAPI {
-	api := &messagesAPI{tool: tool, input: input}
+	return newScriptedAPI(t, toolStep{tool: tool, input: input})
+}
+
+// newScriptedAPI asks for each step's tool in turn.
+func newScriptedAPI(t *testing.T, steps ...toolStep) *messagesAPI {
+	api := &messagesAPI{steps: steps}
 	api.server = httptest.NewServer(http.HandlerFunc(api.serve))
 	t.Cleanup(api.server.Close)
 	return api
@@ -70,66 +83,94 @@ func (api *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	done, result, answered := api.collect(request.Messages)
+	if done >= len(api.steps) {
+		api.reply(w, request.Stream, "text", "The tool said: "+result, done)
+		return
+	}
+	next := api.steps[done]
 	offered := false
 	for _, tool := range request.Tools {
-		offered = offered || tool.Name == api.tool
+		offered = offered || tool.Name == next.tool
 	}
-	result, answered := api.lastToolResult(request.Messages)
-	switch {
-	case answered:
-		api.mu.Lock()
-		api.results = append(api.results, result)
-		api.mu.Unlock()
-		api.reply(w, request.Stream, "text", "The tool said: "+result)
-	case offered:
-		api.reply(w, request.Stream, "tool_use", "")
-	default:
+	if !offered {
+		if answered {
+			api.reply(w, request.Stream, "text", "The tool said: "+result, done)
+			return
+		}
 		var names []string
 		for _, tool := range request.Tools {
 			names = append(names, tool.Name)
 		}
-		api.reply(w, request.Stream, "text", "The tool "+api.tool+" is not available; offered: "+strings.Join(names, ", "))
+		api.reply(w, request.Stream, "text", "The tool "+next.tool+" is not available; offered: "+strings.Join(names, ", "), done)
+		return
 	}
+	api.reply(w, request.Stream, "tool_use", "", done)
 }
 
-// lastToolResult is the text of a tool result in the last user message.
-func (api *messagesAPI) lastToolResult(messages []message) (string, bool) {
-	if len(messages) == 0 {
-		return "", false
+// collect reads the conversation's tool results (Claude Code may send a
+// run of tool turns as one assistant message and one user message): how
+// many there are, the text of the last, and whether there is one. It keeps
+// each it has not seen before, by tool_use ID.
+func (api *messagesAPI) collect(messages []message) (done int, last string, answered bool) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.seen == nil {
+		api.seen = map[string]bool{}
 	}
-	var blocks []block
-	if err := json.Unmarshal(messages[len(messages)-1].Content, &blocks); err != nil {
-		return "", false // a plain string
+	for _, m := range messages {
+		var blocks []block
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue // a plain string
+		}
+		for _, b := range blocks {
+			if b.Type != "tool_result" {
+				continue
+			}
+			done++
+			last, answered = resultText(b), true
+			if !api.seen[b.ToolUseID] {
+				api.seen[b.ToolUseID] = true
+				api.results = append(api.results, last)
+			}
+		}
 	}
-	for _, b := range blocks {
-		if b.Type != "tool_result" {
-			continue
-		}
-		var text string
-		if json.Unmarshal(b.Content, &text) == nil {
-			return text, true
-		}
-		var parts []struct {
-			Text string `json:"text"`
-		}
-		json.Unmarshal(b.Content, &parts)
-		var all []string
-		for _, p := range parts {
-			all = append(all, p.Text)
-		}
-		if b.IsError {
-			return "error: " + strings.Join(all, "\n"), true
-		}
-		return strings.Join(all, "\n"), true
-	}
-	return "", false
+	return done, last, answered
 }
 
-func (api *messagesAPI) reply(w http.ResponseWriter, stream bool, kind, text string) {
+// resultText is a tool result's text, led by "error: " for a tool error.
+func resultText(b block) string {
+	var text string
+	if json.Unmarshal(b.Content, &text) == nil {
+		return text
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(b.Content, &parts)
+	var all []string
+	for _, p := range parts {
+		all = append(all, p.Text)
+	}
+	if b.IsError {
+		return "error: " + strings.Join(all, "\n")
+	}
+	return strings.Join(all, "\n")
+}
+
+// reply answers with text, or for kind tool_use with step's tool call.
+func (api *messagesAPI) reply(w http.ResponseWriter, stream bool, kind, text string, step int) {
 	content := map[string]any{"type": "text", "text": text}
 	stop := "end_turn"
+	var use toolStep
+	var id string
 	if kind == "tool_use" {
-		content = map[string]any{"type": "tool_use", "id": "toolu_01", "name": api.tool, "input": api.input}
+		api.mu.Lock()
+		api.uses++
+		id = fmt.Sprintf("toolu_%02d", api.uses)
+		api.mu.Unlock()
+		use = api.steps[step]
+		content = map[string]any{"type": "tool_use", "id": id, "name": use.tool, "input": use.input}
 		stop = "tool_use"
 	}
 	usage := map[string]any{"input_tokens": 10, "output_tokens": 5}
@@ -148,9 +189,9 @@ func (api *messagesAPI) reply(w http.ResponseWriter, stream bool, kind, text str
 	event("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_01", "type": "message", "role": "assistant",
 		"model": "claude-test", "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}})
 	if kind == "tool_use" {
-		input, _ := json.Marshal(api.input)
+		input, _ := json.Marshal(use.input)
 		event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": "toolu_01", "name": api.tool, "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": id, "name": use.tool, "input": map[string]any{}}})
 		event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 	} else {
