@@ -122,6 +122,9 @@ def run(event):
 			!jsonEqual(program["output"], want) || program["preview"] != false {
 			t.Errorf("the program's execution: %s", asJSON(program))
 		}
+		if found := env.ExecutionsWhere(map[string]any{"actionId": "native:program"}); len(found) != 1 || found[0]["id"] != program["id"] {
+			t.Errorf("executions(where: {actionId: native:program}) lists %d", len(found))
+		}
 		var names []string
 		for _, c := range program["calls"].([]any) {
 			names = append(names, c.(map[string]any)["actionName"].(string))
@@ -533,6 +536,55 @@ func TestCELVariablesTakeTheirValuesTypes(t *testing.T) {
 			if res.IsError || !jsonEqual(at.Dig(res.StructuredContent, "value"), c.want) {
 				t.Errorf("%s over %s: %v %s, want %v", c.expression, asJSON(c.variables), res.IsError, text(res), c.want)
 			}
+		}
+	})
+}
+
+// ACT-374, ACT-377, ACT-378, ACT-442: a program that passes the server's
+// response timeout fails the request with mcp_request_deadline, and
+// nothing it did is recorded: no call beneath the request, no write. An
+// invoked tool that passes it fails the request the same way.
+func TestProgramPastTheDeadline(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		programTools(env)
+		defineGate(env)
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "hasty", Mode: "LIVE", ResponseTimeout: "1s", Policies: at.Everything(),
+			Tools: []map[string]any{at.Ref("program"), at.Ref("invoke"), at.Ref("kv_put"), at.Ref("gate")}}.Input())
+		s := env.Connect("hasty", env.Token(principal, "alice"), rev)
+		source := `
+def run(event):
+    tools.kv_put({"key": "late", "value": 1})
+    tools.gate({"key": event["data"]["gate"]})
+    return "never"
+`
+		_, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "program", Arguments: map[string]any{"source": source, "commit": true,
+			"input": map[string]any{"gate": gateKey(t)}, "intent": "Wait past the deadline."}})
+		werr := rpcError(t, err)
+		if data := errorData(t, werr); data["code"] != "mcp_request_deadline" {
+			t.Fatalf("a program past the deadline: %d %s %s", werr.Code, werr.Message, werr.Data)
+		}
+		request := last(t, requests(env, serverID, "tools/call"))
+		if request["status"] != "FAILED" || at.Dig(request, "error", "code") != "mcp_request_deadline" || len(request["calls"].([]any)) != 0 {
+			t.Errorf("the request past the deadline is recorded %s", asJSON(request))
+		}
+		if env.KV("p", "late") != nil {
+			t.Error("a program past the deadline committed its write")
+		}
+		for _, e := range env.ExecutionsWhere(map[string]any{"actionId": "native:program"}) {
+			t.Errorf("the program past the deadline was recorded: %s", asJSON(e))
+		}
+
+		var gateID string
+		for _, e := range env.MustGraphQL(`{ actions { list { edges { node { id name } } } } }`, nil)["actions"].(map[string]any)["list"].(map[string]any)["edges"].([]any) {
+			if at.Dig(e, "node", "name") == "gate" {
+				gateID = at.Dig(e, "node", "id").(string)
+			}
+		}
+		_, err = s.CallTool(ctx(t), &mcp.CallToolParams{Name: "invoke", Arguments: map[string]any{"action_id": gateID,
+			"input": map[string]any{"key": gateKey(t)}, "intent": "Invoke past the deadline."}})
+		if data := errorData(t, rpcError(t, err)); data["code"] != "mcp_request_deadline" {
+			t.Errorf("an invoke past the deadline: %s", asJSON(data))
 		}
 	})
 }
