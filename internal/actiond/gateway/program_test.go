@@ -588,3 +588,73 @@ def run(event):
 		}
 	})
 }
+
+// ACT-321, ACT-368, ACT-369, ACT-422: program and invoke are annotated
+// from the server's own policies: read-only only when they allow only
+// SELECT, destructiveHint false only when they allow only SELECT and
+// INSERT, whatever the tools' own policies say.
+func TestProgramAndInvokeAnnotations(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		env.CreateAction(at.NewID(), at.CELTool("reader", "1", nil, at.Allow([]string{"SELECT"}, "*")))
+		servers := []struct {
+			name          string
+			actions       []string
+			readOnly      bool
+			nonDestructve bool
+		}{
+			{"selecting", []string{"SELECT"}, true, true},
+			{"inserting", []string{"SELECT", "INSERT"}, false, true},
+			{"deleting", []string{"SELECT", "INSERT", "DELETE"}, false, false},
+		}
+		for _, server := range servers {
+			env.CreateAction(at.NewID(), at.ServerSpec{Name: server.name, Policies: []map[string]any{at.Allow(server.actions, "*")},
+				Tools: []map[string]any{at.Ref("program"), at.Ref("invoke"), at.Ref("reader")}}.Input())
+			s := env.Connect(server.name, env.Token(principal, "alice"), rev)
+			for _, tool := range listTools(t, s).Tools {
+				if tool.Name == "reader" {
+					continue
+				}
+				a := tool.Annotations
+				if a == nil || a.ReadOnlyHint != server.readOnly || (a.DestructiveHint != nil && !*a.DestructiveHint) != server.nonDestructve ||
+					a.OpenWorldHint == nil || *a.OpenWorldHint {
+					t.Errorf("%s on %s is annotated %s", tool.Name, server.name, asJSON(a))
+				}
+			}
+		}
+	})
+}
+
+// ACT-375, ACT-443: the program's call and each call it makes count
+// against the session's rate limit, as do the invoke call and the calls
+// beneath it.
+func TestProgramAndInvokeCountAgainstTheRateLimit(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		countID := at.NewID()
+		env.CreateAction(countID, at.StarlarkTool("count", "def run(event):\n    return cel(\"1 + 1\")\n", nil, []map[string]any{at.Ref("cel")}))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "metered", Mode: "LIVE", Intent: "NONE", CallsPerMinute: 9, Policies: at.Everything(),
+			Tools: []map[string]any{at.Ref("program"), at.Ref("invoke"), at.Ref("cel")}}.Input())
+		token := env.Token(principal, "alice")
+		program := map[string]any{"source": "def run(event):\n    for i in range(4):\n        cel(\"1\")\n", "commit": true}
+		if reply := env.Post("metered", token, call("program", program, rev)); reply.Status != 200 || reply.Result()["isError"] == true {
+			t.Fatalf("program: %s", reply)
+		}
+		if reply := env.Post("metered", token, call("invoke", map[string]any{"action_id": countID}, rev)); reply.Status != 200 || reply.Result()["isError"] == true {
+			t.Fatalf("invoke: %s", reply)
+		}
+		var counted []any
+		for _, in := range env.Session(serverID, at.SessionIDFor(principal, "alice"))["inputs"].([]any) {
+			counted = append(counted, at.Dig(in, "calls"))
+		}
+		// program and its 4 cel calls; invoke, the tool and its cel call.
+		if !jsonEqual(counted, []any{5, 3}) {
+			t.Errorf("the session counted %v calls, want [5 3]", counted)
+		}
+		if reply := env.Post("metered", token, call("cel", map[string]any{"expression": "1"}, rev)); reply.Status != 200 {
+			t.Fatalf("the ninth call: %s", reply)
+		}
+		if reply := env.Post("metered", token, call("cel", map[string]any{"expression": "1"}, rev)); reply.Status != 429 || reply.DataCode() != "mcp_rate_limited" {
+			t.Errorf("past the limit: %s", reply)
+		}
+	})
+}
