@@ -356,6 +356,11 @@ func TestRefusedInvocations(t *testing.T) {
 		if !res.IsError || toolErrorCode(res) != "action_input_invalid" || !strings.Contains(text(res), "the definition uses the native tool graphql, which this server does not offer") {
 			t.Errorf("a draft declaring graphql: %v %s", res.IsError, text(res))
 		}
+		// ACT-397: a draft whose tools name one the server may not INVOKE.
+		res = invokeCall(t, s, map[string]any{"action_id": scriptID, "draft": at.StarlarkTool("scripted", "def run(event):\n    return tools.locked_tool({})\n", nil, []map[string]any{at.Ref("locked_tool")})})
+		if !res.IsError || toolErrorCode(res) != "ACCESS_DENIED" || !strings.Contains(text(res), "locked_tool") {
+			t.Errorf("a draft referencing a tool the server may not INVOKE: %v %s %s", res.IsError, toolErrorCode(res), text(res))
+		}
 		if executions := env.Executions(scriptID); len(executions) != 0 {
 			t.Errorf("a refused draft ran: %s", asJSON(executions))
 		}
@@ -374,6 +379,7 @@ func TestInvokeGoesThroughTheServersReference(t *testing.T) {
 		listedID, callerID := at.NewID(), at.NewID()
 		env.CreateAction(listedID, at.CELTool("echo", "{'n': event.data.n, 'v': 1}", at.Object(map[string]any{"n": at.Integer()})))
 		env.UpdateAction(listedID, map[string]any{"config": map[string]any{"expression": "{'n': event.data.n, 'v': 2}"}})
+		env.CreateAction(at.NewID(), at.CELTool("other", "{'other': true}", nil))
 		env.CreateAction(callerID, at.StarlarkTool("caller", "def run(event):\n    return tools.echo({\"n\": 5})\n", nil, []map[string]any{at.Ref("echo")}))
 		builderServer(env, "pinned", map[string]any{"name": "echo", "version": 1, "input": map[string]any{"n": "7"}})
 		s := env.Connect("pinned", env.Token(principal, "alice"), rev)
@@ -390,6 +396,9 @@ func TestInvokeGoesThroughTheServersReference(t *testing.T) {
 			{"a stored tool calling a listed one, as it would when called", map[string]any{"action_id": callerID}, map[string]any{"n": 5, "v": 2}},
 			{"a draft calling a listed tool", map[string]any{"action_id": callerID, "draft": at.StarlarkTool("caller", source, nil, []map[string]any{at.Ref("echo")})}, map[string]any{"n": 7, "v": 1}},
 			{"a draft calling a listed tool it does not declare", map[string]any{"action_id": callerID, "draft": at.StarlarkTool("caller", source, nil, nil)}, map[string]any{"n": 7, "v": 1}},
+			// ACT-411, ACT-412: and one the server does not list, through its own reference.
+			{"a draft calling an unlisted tool", map[string]any{"action_id": callerID, "draft": at.StarlarkTool("caller", "def run(event):\n    return tools.other({})\n", nil, []map[string]any{at.Ref("other")})},
+				map[string]any{"other": true}},
 		}
 		for _, c := range cases {
 			res := invokeCall(t, s, c.args)

@@ -212,7 +212,8 @@ def run(event):
 func TestProgramCheckedFirst(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
 		programTools(env)
-		serverID := programServer(env, "checked", nil)
+		env.CreateAction(at.NewID(), at.AgentSpec{Name: "helper", Model: "m"}.Input())
+		serverID := programServer(env, "checked", nil, at.Ref("helper"), at.Ref("get_task"), at.Ref("invoke"), at.Ref("cancel_task"))
 		s := env.Connect("checked", env.Token(principal, "alice"), rev)
 		cases := []struct {
 			name, source string
@@ -255,6 +256,10 @@ def run(event):
 def run(event):
     return tools.get_task({"task_id": "x"})
 `, []string{"a program cannot call get_task"}},
+			{"a program calling a callable agent", `
+def run(event):
+    return tools.helper({})
+`, []string{"helper is a callable agent, which runs only as a task: a program cannot call it"}},
 		}
 		for _, c := range cases {
 			got := runProgram(t, s, c.source, nil, true)
@@ -655,6 +660,30 @@ func TestProgramAndInvokeCountAgainstTheRateLimit(t *testing.T) {
 		}
 		if reply := env.Post("metered", token, call("cel", map[string]any{"expression": "1"}, rev)); reply.Status != 429 || reply.DataCode() != "mcp_rate_limited" {
 			t.Errorf("past the limit: %s", reply)
+		}
+	})
+}
+
+// ACT-331, ACT-347: a program can do nothing its tools could not do one
+// call at a time: a write the server's policies deny inside a program is
+// the same denial, naming the operation, the resource and the denying
+// layer, as the call made alone.
+func TestProgramDenialIsTheCallsDenial(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		programTools(env)
+		programServer(env, "guarded", []map[string]any{at.Allow([]string{"*"}, "*"), at.Deny([]string{"INSERT", "UPDATE"}, "financial.KVValue")})
+		s := env.Connect("guarded", env.Token(principal, "alice"), rev)
+		alone := callTool(t, s, "kv_put", map[string]any{"key": "g", "value": 1, "intent": "Write alone."})
+		got := runProgram(t, s, "def run(event):\n    tools.kv_put({\"key\": \"g\", \"value\": 1})\n", nil, true)
+		const denial = "INSERT on financial.KVValue is denied by the server's policies"
+		if !alone.IsError || !strings.Contains(text(alone), denial) {
+			t.Fatalf("the call alone: %v %s", alone.IsError, text(alone))
+		}
+		if got["isError"] != true || !strings.Contains(got["text"].(string), denial) || !strings.HasPrefix(got["text"].(string), "Traceback") {
+			t.Errorf("the same call in a program: %v %s", got["isError"], got["text"])
+		}
+		if code := at.Dig(got["meta"], "com.twisp/error", "code"); code != toolErrorCode(alone) {
+			t.Errorf("the program's code %v, the call's %v", code, toolErrorCode(alone))
 		}
 	})
 }
