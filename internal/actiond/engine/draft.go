@@ -68,7 +68,10 @@ func (e *callEnv) planDraft(ctx context.Context, stored action.Target, raw map[s
 	if err != nil {
 		return target{}, nil, draftInvalid(err)
 	}
-	record, _ := json.Marshal(resolved)
+	record, err := json.Marshal(resolved)
+	if err != nil {
+		return target{}, nil, NewFailure(CodeFailure, "The draft could not be recorded.", "Call again in a moment.").WithDetail(err.Error())
+	}
 	run := target{
 		action:   action.Target{ID: stored.ID, Version: stored.Version, Definition: resolved, Enabled: true},
 		compiled: compiled,

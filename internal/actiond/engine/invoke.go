@@ -150,7 +150,9 @@ func directCalls(out result) []map[string]any {
 		call := map[string]any{"name": e.ActionName, "status": e.Status, "execution_id": e.ID}
 		if e.Status == store.Failed {
 			var failed struct{ Code, Message, Hint string }
-			json.Unmarshal(e.Error, &failed)
+			if err := json.Unmarshal(e.Error, &failed); err != nil || failed.Code == "" {
+				failed.Code, failed.Message, failed.Hint = CodeFailure, "The call failed.", "Read the call's execution, by its execution_id, for why."
+			}
 			call["error"] = errorOf(failed.Code, failed.Message, failed.Hint)
 		}
 		if e.RolledBackBy != "" {

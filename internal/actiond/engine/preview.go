@@ -28,36 +28,36 @@ func summarize(ctx context.Context, rows []store.Write, c *Call) (writes []map[s
 	writes = []map[string]any{}
 	size := 0
 	for _, row := range rows {
-		if !readableBy(ctx, c, row) {
+		value, ok := readableBy(ctx, c, row)
+		if !ok {
 			unreadable++
 			continue
 		}
-		entry := map[string]any{"table": row.Table, "key": row.Key, "value": json.RawMessage(row.Value)}
-		encoded, _ := json.Marshal(entry)
-		if size+len(encoded) > MaxPreviewBytes {
+		// The row's size as the answer's JSON carries it: its value as
+		// stored, its table and key, and the object around them.
+		rowSize := len(row.Value) + len(row.Table) + len(row.Key) + len(`{"table":"","key":"","value":}`)
+		if size+rowSize > MaxPreviewBytes {
 			omitted++
 			continue
 		}
-		size += len(encoded)
-		var value any
-		json.Unmarshal(row.Value, &value)
-		entry["value"] = value
-		writes = append(writes, entry)
+		size += rowSize
+		writes = append(writes, map[string]any{"table": row.Table, "key": row.Key, "value": value})
 	}
 	return writes, unreadable, omitted
 }
 
 // readableBy: the principal and the server may SELECT the row as it would
-// be written. A deleted row has no value to check against, so it is never
-// shown.
-func readableBy(ctx context.Context, c *Call, row store.Write) bool {
+// be written; it answers the row's decoded value. A deleted row has no
+// value to check against, so it is never shown, nor is a value that does
+// not decode.
+func readableBy(ctx context.Context, c *Call, row store.Write) (any, bool) {
 	if row.Deleted {
-		return false
+		return nil, false
 	}
 	var document any
 	if err := json.Unmarshal(row.Value, &document); err != nil {
-		return false
+		return nil, false
 	}
 	request := policy.Request{Operation: policy.Select, Resource: registry.Resource(row.Table), Claims: c.Who.Claims, Document: document}
-	return policy.Check(ctx, request, c.Layers...) == nil
+	return document, policy.Check(ctx, request, c.Layers...) == nil
 }
