@@ -555,5 +555,13 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		if e := env.Execution(created.TaskID); e["preview"] != false {
 			t.Errorf("the committed agent's execution is preview")
 		}
+
+		// A client that could not read the task: invoke starts nothing.
+		started := len(tasksOf(env, agentID))
+		builderServer(env, "taskless")
+		res = invokeCall(t, env.Connect("taskless", env.Token(principal, "alice"), at.Revision2026), map[string]any{"action_id": agentID, "input": map[string]any{"k": "never"}})
+		if !res.IsError || toolErrorCode(res) != "mcp_task_required" || len(tasksOf(env, agentID)) != started {
+			t.Errorf("invoke of an agent for a client that cannot read tasks: %v %s %s", res.IsError, toolErrorCode(res), text(res))
+		}
 	})
 }
