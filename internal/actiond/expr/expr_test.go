@@ -398,3 +398,41 @@ func BenchmarkEvalSessionID(b *testing.B) {
 		}
 	}
 }
+
+// VariablesOf declares each variable with its value's type, and
+// JSONNumbers reads a JSON whole number as an int: decoded from JSON,
+// {"x": 41} makes x + 1 the int 42, where a map-typed x had no overload.
+func TestVariablesOfTakeTheirValuesTypes(t *testing.T) {
+	var decoded map[string]any
+	if err := json.Unmarshal([]byte(`{"x": 41, "half": 0.5, "s": "a", "l": [1, 2.5], "m": {"n": 3}, "none": null}`), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	vars := expr.JSONNumbers(decoded).(map[string]any)
+	env := mustEnv(t, expr.VariablesOf(vars))
+	cases := []struct {
+		src  string
+		want any
+	}{
+		{`x + 1`, int64(42)},
+		{`half * 2.0`, 1.0},
+		{`s + "b"`, "ab"},
+		{`l[0] + 1`, int64(2)},
+		{`m.n + 1`, int64(4)},
+		{`none == null`, true},
+	}
+	for _, c := range cases {
+		got, err := eval(t, env, c.src, vars)
+		if err != nil {
+			t.Fatalf("%s: %v", c.src, err)
+		}
+		if !jsonEqual(got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.src, got, c.want)
+		}
+	}
+	if _, err := env.Compile(`x + "a"`); err == nil || !strings.Contains(err.Error(), "overload") {
+		t.Errorf("an int plus a string must be refused when compiled: %v", err)
+	}
+	if _, err := expr.NewEnv(expr.Variables("x"), expr.VariablesOf(map[string]any{"x": 1})); err == nil {
+		t.Error("a variable declared by both Variables and VariablesOf must be refused")
+	}
+}
