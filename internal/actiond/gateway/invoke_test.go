@@ -286,8 +286,8 @@ func TestTheBuildLoop(t *testing.T) {
 	})
 }
 
-// ACT-389, ACT-392, ACT-395, ACT-396, ACT-399, ACT-403, ACT-407, ACT-457,
-// ACT-458: refused invocations. Each is a tool error, nothing runs, and
+// ACT-389, ACT-392, ACT-395..397, ACT-399..401, ACT-403..405, ACT-407,
+// ACT-457, ACT-458: refused invocations. Each is a tool error, nothing runs, and
 // the invoke call is recorded FAILED with the refusal: an action that does
 // not exist and one the principal may not read, in the same words; one the
 // server may not INVOKE; a skill, an MCP server and an agent without a
@@ -313,7 +313,8 @@ func TestRefusedInvocations(t *testing.T) {
 		serverID := at.NewID()
 		env.CreateAction(serverID, at.ServerSpec{Name: "narrow", Mode: "LIVE", Tools: []map[string]any{at.Ref("invoke"), at.RefPinned("listed", 1)},
 			Policies: []map[string]any{at.Allow([]string{"*"}, "*"),
-				{"effect": "DENY", "actions": []any{"INVOKE"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"locked": "context.document.name == 'locked_tool'"}}}}.Input())
+				{"effect": "DENY", "actions": []any{"INVOKE"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"locked": "context.document.name == 'locked_tool'"}},
+				{"effect": "DENY", "actions": []any{"INVOKE"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"form": "context.document.description == 'A forbidden form.'"}}}}.Input())
 		s := env.Connect("narrow", env.Token("reader", "alice"), rev)
 
 		missing := at.NewID()
@@ -356,13 +357,23 @@ func TestRefusedInvocations(t *testing.T) {
 		if !res.IsError || toolErrorCode(res) != "action_input_invalid" || !strings.Contains(text(res), "the definition uses the native tool graphql, which this server does not offer") {
 			t.Errorf("a draft declaring graphql: %v %s", res.IsError, text(res))
 		}
+		// ACT-401: INVOKE is checked on the action as the draft would store it.
+		forbidden := at.StarlarkTool("scripted", "def run(event):\n    return 2\n", nil, nil)
+		forbidden["description"] = "A forbidden form."
+		res = invokeCall(t, s, map[string]any{"action_id": scriptID, "draft": forbidden})
+		if !res.IsError || toolErrorCode(res) != "ACCESS_DENIED" {
+			t.Errorf("a draft whose form the server may not INVOKE: %v %s %s", res.IsError, toolErrorCode(res), text(res))
+		}
+		if res := invokeCall(t, s, map[string]any{"action_id": scriptID}); res.IsError || structured(res)["status"] != "SUCCEEDED" {
+			t.Errorf("the stored form: %v %s", res.IsError, text(res))
+		}
 		// ACT-397: a draft whose tools name one the server may not INVOKE.
 		res = invokeCall(t, s, map[string]any{"action_id": scriptID, "draft": at.StarlarkTool("scripted", "def run(event):\n    return tools.locked_tool({})\n", nil, []map[string]any{at.Ref("locked_tool")})})
 		if !res.IsError || toolErrorCode(res) != "ACCESS_DENIED" || !strings.Contains(text(res), "locked_tool") {
 			t.Errorf("a draft referencing a tool the server may not INVOKE: %v %s %s", res.IsError, toolErrorCode(res), text(res))
 		}
-		if executions := env.Executions(scriptID); len(executions) != 0 {
-			t.Errorf("a refused draft ran: %s", asJSON(executions))
+		if executions := env.Executions(scriptID); len(executions) != 1 {
+			t.Errorf("the refused drafts ran, or the stored version did not: %s", asJSON(executions))
 		}
 		if len(env.Executions(listedID)) != 0 {
 			t.Errorf("a refused invocation ran the tool: %s", asJSON(env.Executions(listedID)))
@@ -370,7 +381,7 @@ func TestRefusedInvocations(t *testing.T) {
 	})
 }
 
-// ACT-390, ACT-391, ACT-402: invoke never goes around the server's
+// ACT-390, ACT-391, ACT-402, ACT-410: invoke never goes around the server's
 // reference: the version it pins runs, its fixed input applies in both
 // modes and to a draft, and a draft's call of a tool the server lists goes
 // through that reference too.
@@ -562,6 +573,155 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		res = invokeCall(t, env.Connect("taskless", env.Token(principal, "alice"), at.Revision2026), map[string]any{"action_id": agentID, "input": map[string]any{"k": "never"}})
 		if !res.IsError || toolErrorCode(res) != "mcp_task_required" || len(tasksOf(env, agentID)) != started {
 			t.Errorf("invoke of an agent for a client that cannot read tasks: %v %s %s", res.IsError, toolErrorCode(res), text(res))
+		}
+	})
+}
+
+// probeSource catches a failing call, writes a row the limited principal
+// may read, one it may not, deletes one, writes rows past the preview's
+// size limit, and fails when asked.
+const probeSource = `
+def run(event):
+    missing = tools.refuse({}, check = False)
+    graphql("mutation { kv { put(namespace: \"p\", key: \"open\", value: 1) { key } } }")
+    graphql("mutation { kv { put(namespace: \"p\", key: \"hidden-x\", value: 2) { key } } }")
+    graphql("mutation { kv { delete(namespace: \"p\", key: \"old\") { key } } }")
+    big = "y" * 100000
+    for i in range(4):
+        graphql("mutation($k: String!, $v: JSON!) { kv { put(namespace: \"p\", key: $k, value: $v) { key } } }", variables = {"k": "big%d" % i, "v": big})
+    if event["data"].get("fail"):
+        fail("asked to fail")
+    return {"caught": missing["error"]["code"]}
+`
+
+// ACT-387, ACT-394, ACT-409, ACT-410, ACT-424, ACT-427..432, ACT-440,
+// ACT-441: what an invoked tool answers. A preview lists the tool's direct
+// calls in order, a failed one with its error; counts the rows the
+// principal may not read, deleted rows, and rows past the size limit;
+// after a failure, every call is rolled_back. The whole tree reads back by
+// execution_id. A tool of kind graphql or cel answers at once. A denial,
+// by the server's policies or by the tool's own narrower ones, is the
+// tool's failure naming the operation, the resource and the layer; a
+// tool past its own response timeout FAILED, not the request; a draft's
+// graphql() through a server that does not list it, tool_not_declared in
+// the result.
+func TestInvokedToolResults(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		env.CreateAction(at.NewID(), at.StarlarkTool("refuse", refuseSource, nil, nil))
+		probeID := at.NewID()
+		env.CreateAction(probeID, at.StarlarkTool("probe", probeSource, at.Object(map[string]any{"fail": map[string]any{"type": "boolean"}}), []map[string]any{at.Ref("refuse"), at.Ref("graphql")}))
+		env.MustGraphQL(`mutation { kv { put(namespace: "p", key: "old", value: 0) { key } } }`, nil)
+		env.PutPrincipal("limited", []map[string]any{at.Allow([]string{"*"}, "*"), hiddenKeys})
+		builderServer(env, "probing")
+		s := env.Connect("probing", env.Token("limited", "bob"), rev)
+
+		var invokeSchema map[string]any
+		for _, tool := range listTools(t, s).Tools {
+			if tool.Name == "invoke" {
+				invokeSchema = asMap(tool.InputSchema)
+			}
+		}
+		if props := asMap(invokeSchema["properties"]); props["action_id"] == nil || props["input"] == nil || props["intent"] == nil || props["commit"] == nil || props["draft"] == nil {
+			t.Errorf("invoke's inputSchema: %s", asJSON(invokeSchema))
+		}
+
+		res := invokeCall(t, s, map[string]any{"action_id": probeID})
+		got := structured(res)
+		if res.IsError || got["status"] != "SUCCEEDED" || !jsonEqual(got["output"], map[string]any{"caught": "action_failure"}) {
+			t.Fatalf("the probe's preview: %v %s", res.IsError, text(res))
+		}
+		calls := got["calls"].([]any)
+		if len(calls) != 8 || at.Dig(calls[0], "name") != "refuse" || at.Dig(calls[0], "status") != "FAILED" ||
+			at.Dig(calls[0], "error", "code") != "action_failure" || !strings.Contains(at.Dig(calls[0], "error", "message").(string), "refused on purpose") {
+			t.Errorf("the preview's calls: %s", asJSON(calls))
+		}
+		for _, c := range calls[1:] {
+			if at.Dig(c, "name") != "graphql" || at.Dig(c, "status") != "SUCCEEDED" || at.Dig(c, "error") != nil || at.Dig(c, "rolled_back") != nil {
+				t.Errorf("a call of the preview: %s", asJSON(c))
+			}
+		}
+		var keys []string
+		for _, w := range got["writes"].([]any) {
+			keys = append(keys, at.Dig(w, "key").(string))
+		}
+		omitted, _ := got["omitted_writes"].(float64)
+		if !slices.Contains(keys, "p/open") || slices.Contains(keys, "p/hidden-x") || slices.Contains(keys, "p/old") || got["unreadable_writes"] != float64(2) ||
+			omitted < 1 || len(keys)+int(omitted) != 5 || strings.Contains(text(res), "\"value\":2") {
+			t.Errorf("the preview's writes %v, unreadable %v, omitted %v", keys, got["unreadable_writes"], got["omitted_writes"])
+		}
+		// The whole tree, by execution_id: the tool, its calls, and the
+		// failed refuse's own record.
+		tree := env.Execution(got["execution_id"].(string))
+		if tree["actionId"] != probeID || len(tree["calls"].([]any)) != 8 || at.Dig(index(tree["calls"], 0), "status") != "FAILED" {
+			t.Errorf("the tree read by execution_id: %s", asJSON(tree))
+		}
+
+		// Failed: every call rolled back.
+		res = invokeCall(t, s, map[string]any{"action_id": probeID, "input": map[string]any{"fail": true}})
+		failed := structured(res)
+		if res.IsError || failed["status"] != "FAILED" || len(failed["writes"].([]any)) != 0 || failed["unreadable_writes"] != float64(0) {
+			t.Fatalf("the failed probe: %v %s", res.IsError, text(res))
+		}
+		for _, c := range failed["calls"].([]any) {
+			if at.Dig(c, "rolled_back") != true {
+				t.Errorf("a call of the failed tool is not rolled_back: %s", asJSON(c))
+			}
+		}
+		for _, c := range env.Execution(failed["execution_id"].(string))["calls"].([]any) {
+			if at.Dig(c, "rolledBackByExecutionId") != failed["execution_id"] {
+				t.Errorf("beneath the failed tool: %s", asJSON(c))
+			}
+		}
+
+		// Kinds graphql and cel answer at once.
+		gqlID, celID := at.NewID(), at.NewID()
+		env.CreateAction(gqlID, map[string]any{"name": "read_old", "description": "Reads p/old.", "kind": "graphql",
+			"config": map[string]any{"document": `query { kv { value(namespace: "p", key: "old") { value } } }`}, "tool": map[string]any{"inputSchema": at.Object(map[string]any{})}})
+		env.CreateAction(celID, at.CELTool("sum", "{'sum': 1 + 2}", nil))
+		for id, want := range map[string]any{gqlID: map[string]any{"kv": map[string]any{"value": map[string]any{"value": 0}}}, celID: map[string]any{"sum": 3}} {
+			res := invokeCall(t, s, map[string]any{"action_id": id})
+			if got := structured(res); res.IsError || got["status"] != "SUCCEEDED" || !jsonEqual(got["output"], want) {
+				t.Errorf("invoke of %s: %v %s", id, res.IsError, text(res))
+			}
+		}
+
+		// Denials: the server's, and the tool's own narrower policies.
+		guardedID, narrowID := at.NewID(), at.NewID()
+		write := "def run(event):\n    graphql(\"mutation { kv { put(namespace: \\\"p\\\", key: \\\"w\\\", value: 1) { key } } }\")\n"
+		env.CreateAction(guardedID, at.StarlarkTool("writes", write, nil, []map[string]any{at.Ref("graphql")}))
+		env.CreateAction(narrowID, at.StarlarkTool("narrow_writes", write, nil, []map[string]any{at.Ref("graphql")}, at.Allow([]string{"SELECT"}, "*")))
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "guarded", Mode: "LIVE", Tools: []map[string]any{at.Ref("invoke"), at.Ref("graphql")},
+			Policies: []map[string]any{at.Allow([]string{"*"}, "*"), at.Deny([]string{"INSERT", "UPDATE"}, "financial.KVValue")}}.Input())
+		guarded := env.Connect("guarded", env.Token(principal, "alice"), rev)
+		for id, layer := range map[string]string{guardedID: "server's policies", narrowID: "tool's"} {
+			res := invokeCall(t, guarded, map[string]any{"action_id": id})
+			if id == narrowID {
+				res = invokeCall(t, s, map[string]any{"action_id": id})
+			}
+			got := structured(res)
+			message, _ := at.Dig(got, "error", "message").(string)
+			if res.IsError || got["status"] != "FAILED" || at.Dig(got, "error", "code") != "ACCESS_DENIED" || !strings.Contains(message, "INSERT on financial.KVValue") || !strings.Contains(message, layer) {
+				t.Errorf("a denial by the %s: %v %s", layer, res.IsError, text(res))
+			}
+		}
+
+		// A tool past its own response timeout: FAILED, the request answered.
+		defineGate(env)
+		slow := at.StarlarkTool("slow_gate", gateSource, at.Object(map[string]any{"key": at.String()}, "key"), []map[string]any{at.Ref("spin"), at.Ref("graphql")})
+		slow["execution"] = map[string]any{"responseTimeout": "1s"}
+		slowID := at.NewID()
+		env.CreateAction(slowID, slow)
+		res = invokeCall(t, s, map[string]any{"action_id": slowID, "input": map[string]any{"key": gateKey(t)}})
+		if got := structured(res); res.IsError || got["status"] != "FAILED" || at.Dig(got, "error", "code") != "action_timeout" {
+			t.Errorf("a tool past its own timeout: %v %s", res.IsError, text(res))
+		}
+
+		// A draft's graphql() through a server that does not list graphql.
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "nographql", Mode: "LIVE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("invoke")}}.Input())
+		bare := env.Connect("nographql", env.Token(principal, "alice"), rev)
+		res = invokeCall(t, bare, map[string]any{"action_id": guardedID, "draft": at.StarlarkTool("writes", write, nil, nil)})
+		if got := structured(res); res.IsError || got["status"] != "FAILED" || at.Dig(got, "error", "code") != "tool_not_declared" {
+			t.Errorf("a draft's graphql() on a server without graphql: %v %s", res.IsError, text(res))
 		}
 	})
 }

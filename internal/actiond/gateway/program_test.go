@@ -203,7 +203,7 @@ def run(event):
 	})
 }
 
-// ACT-332..339, ACT-337: checked first. A literal document with a variable
+// ACT-332..339, ACT-376: checked first. A literal document with a variable
 // it does not declare, a constant document passed through the program's
 // own function without a variable it requires, an operation_name the
 // document lacks, and a tool the server does not list are each refused
