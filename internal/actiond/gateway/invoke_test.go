@@ -10,6 +10,7 @@ import (
 
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/modeltest"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
@@ -479,7 +480,7 @@ def run(event):
 	})
 }
 
-// ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453, ACT-465, ACT-469..471:
+// ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453..455, ACT-465, ACT-469..471, ACT-473:
 // invoke starts a callable agent as a task and answers at once, in both
 // modes. To a client without the Tasks extension, a preview answers with
 // task_id, working, poll_interval_ms 5000 and the preview hint; the task
@@ -491,7 +492,15 @@ def run(event):
 func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
 		g := newGates(t)
-		env, _ := taskEnv(t, d, at.Options{}, writer(g))
+		// The writer, except that for fail-1 the model refuses the
+		// second turn, which does not pass on a retry.
+		script := writer(g)
+		env, _ := taskEnv(t, d, at.Options{}, func(x modeltest.Exchange) modeltest.Reply {
+			if x.Input()["k"] == "fail-1" && x.Turn() > 1 {
+				return modeltest.Reply{Status: 400, ErrorType: "invalid_request_error"}
+			}
+			return script(x)
+		})
 		agentID := at.NewID()
 		spec := at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
 			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}
@@ -532,6 +541,28 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		read := callTool(t, s, "get_task", map[string]any{"task_id": taskID, "intent": "Read the agent's result."})
 		if read.IsError || !strings.Contains(text(read), "done preview-1") {
 			t.Errorf("get_task of the finished agent: %v %s", read.IsError, text(read))
+		}
+		// ACT-454, ACT-455: only the session that started it reads it.
+		other := env.Connect("agents", env.Token(principal, "bob"), at.Revision2026)
+		if res := callTool(t, other, "get_task", map[string]any{"task_id": taskID, "intent": "Read another's task."}); !res.IsError || toolErrorCode(res) != "mcp_task_not_found" {
+			t.Errorf("get_task from another session: %v %s %s", res.IsError, toolErrorCode(res), text(res))
+		}
+
+		// ACT-473: an invoked agent that fails keeps its calls, rolled back.
+		res = invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "fail-1"}, "commit": true})
+		failedTask := structured(res)["task_id"].(string)
+		waitExecution(t, env, failedTask, "FAILED")
+		kept := 0
+		for _, c := range env.Execution(failedTask)["calls"].([]any) {
+			if at.Dig(c, "actionName") == "stamp" {
+				kept++
+				if at.Dig(c, "rolledBackByExecutionId") != failedTask {
+					t.Errorf("the failed agent's call: %s", asJSON(c))
+				}
+			}
+		}
+		if kept != 1 || env.KV("tasks", "fail-1") != nil {
+			t.Errorf("the failed agent kept %d stamp calls; its write %v", kept, env.KV("tasks", "fail-1"))
 		}
 
 		// A draft agent: its definition is recorded on the task.
