@@ -287,14 +287,14 @@ func TestTheBuildLoop(t *testing.T) {
 	})
 }
 
-// ACT-389, ACT-392, ACT-395..397, ACT-399..401, ACT-403..405, ACT-407,
-// ACT-457, ACT-458: refused invocations. Each is a tool error, nothing runs, and
-// the invoke call is recorded FAILED with the refusal: an action that does
-// not exist and one the principal may not read, in the same words; one the
-// server may not INVOKE; a skill, an MCP server and an agent without a
-// tool block; another version of a tool the server lists; a draft of
-// another kind; and a draft using a native tool the server does not list,
-// in the seed's sentence.
+// ACT-389, ACT-392, ACT-395..401, ACT-403..407, ACT-457, ACT-458: refused
+// invocations. Each is a tool error, nothing runs, and the invoke call is
+// recorded FAILED with the refusal: an action that does not exist and one
+// the principal may not read, in the same words; one the server may not
+// INVOKE, as stored or as drafted; a skill, an MCP server and an agent
+// without a tool block; another version of a tool the server lists; a
+// draft of another kind; and a draft using a native tool the server does
+// not list, directly or through a skill, in the seed's sentence.
 func TestRefusedInvocations(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
 		hiddenID, lockedID, skillID, listedID := at.NewID(), at.NewID(), at.NewID(), at.NewID()
@@ -367,6 +367,22 @@ func TestRefusedInvocations(t *testing.T) {
 		}
 		if res := invokeCall(t, s, map[string]any{"action_id": scriptID}); res.IsError || structured(res)["status"] != "SUCCEEDED" {
 			t.Errorf("the stored form: %v %s", res.IsError, text(res))
+		}
+		// ACT-398, ACT-406: a draft whose skills make available a native
+		// tool the server does not list, or a tool it may not INVOKE.
+		for name, tool := range map[string]string{"uses-graphql": "graphql", "uses-locked": "locked_tool"} {
+			env.CreateAction(at.NewID(), map[string]any{"name": name, "description": "How to use " + tool + ".", "kind": "skill",
+				"config": map[string]any{"instructions": "Use " + tool + "."}, "tools": []map[string]any{at.Ref(tool)}})
+		}
+		skilledID := at.NewID()
+		env.CreateAction(skilledID, at.AgentSpec{Name: "skilled_agent", Model: "m"}.Input())
+		for skill, want := range map[string]string{"uses-graphql": "the definition uses the native tool graphql, which this server does not offer", "uses-locked": "locked_tool"} {
+			draft := at.AgentSpec{Name: "skilled_agent", Model: "m"}.Input()
+			draft["skills"] = []map[string]any{{"name": skill}}
+			res := invokeCall(t, s, map[string]any{"action_id": skilledID, "draft": draft})
+			if !res.IsError || !strings.Contains(text(res), want) {
+				t.Errorf("a draft with the skill %s: %v %s %s", skill, res.IsError, toolErrorCode(res), text(res))
+			}
 		}
 		// ACT-397: a draft whose tools name one the server may not INVOKE.
 		res = invokeCall(t, s, map[string]any{"action_id": scriptID, "draft": at.StarlarkTool("scripted", "def run(event):\n    return tools.locked_tool({})\n", nil, []map[string]any{at.Ref("locked_tool")})})
