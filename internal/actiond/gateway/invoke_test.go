@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -769,6 +770,51 @@ func TestInvokedToolResults(t *testing.T) {
 		res = invokeCall(t, bare, map[string]any{"action_id": guardedID, "draft": at.StarlarkTool("writes", write, nil, nil)})
 		if got := structured(res); res.IsError || got["status"] != "FAILED" || at.Dig(got, "error", "code") != "tool_not_declared" {
 			t.Errorf("a draft's graphql() on a server without graphql: %v %s", res.IsError, text(res))
+		}
+	})
+}
+
+// ACT-456, ACT-478: an agent invoke counts against the session's and the
+// user's 32 unfinished tasks: the 33rd is start_limit and starts nothing.
+// A read that returns an invoked agent's output records a use of its
+// execution.
+func TestInvokedAgentsCountAgainstTheTaskLimit(t *testing.T) {
+	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
+		g := newGates(t)
+		env, _ := taskEnv(t, d, at.Options{}, writer(g))
+		agentID := at.NewID()
+		env.CreateAction(agentID, at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
+			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}.Input())
+		serverID := builderServer(env, "busy", at.Ref("get_task"), at.Ref("cancel_task"))
+		s := env.Connect("busy", env.Token(principal, "alice"), at.Revision2026)
+		var first string
+		for i := range 32 {
+			res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": fmt.Sprintf("busy-%d", i)}})
+			if res.IsError {
+				t.Fatalf("invoke %d: %s", i, text(res))
+			}
+			if i == 0 {
+				first = structured(res)["task_id"].(string)
+			}
+		}
+		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "one-too-many"}})
+		if !res.IsError || toolErrorCode(res) != "start_limit" || len(tasksOf(env, agentID)) != 32 {
+			t.Errorf("the 33rd invoke: %v %s %s, %d tasks", res.IsError, toolErrorCode(res), text(res), len(tasksOf(env, agentID)))
+		}
+
+		g.open("busy-0")
+		waitExecution(t, env, first, "SUCCEEDED")
+		read := callTool(t, s, "get_task", map[string]any{"task_id": first, "intent": "Read the first agent's result."})
+		if read.IsError || !strings.Contains(text(read), "done busy-0") {
+			t.Fatalf("get_task: %v %s", read.IsError, text(read))
+		}
+		poll := last(t, requests(env, serverID, "tools/call"))
+		used := false
+		for _, use := range poll["uses"].([]any) {
+			used = used || at.Dig(use, "executionId") == first
+		}
+		if !used {
+			t.Errorf("the read of the agent's output records uses %s", asJSON(poll["uses"]))
 		}
 	})
 }
