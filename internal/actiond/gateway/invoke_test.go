@@ -818,3 +818,37 @@ func TestInvokedAgentsCountAgainstTheTaskLimit(t *testing.T) {
 		}
 	})
 }
+
+// ACT-394, ACT-449: an invoked agent runs under the principal and the
+// server's policies, then its own: its policies allow everything, the
+// server's deny writing KV rows, and its stamp call is denied by the
+// server's layer.
+func TestInvokedAgentRunsUnderTheServersPolicies(t *testing.T) {
+	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
+		g := newGates(t)
+		env, _ := taskEnv(t, d, at.Options{}, writer(g))
+		agentID := at.NewID()
+		env.CreateAction(agentID, at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
+			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}.Input())
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "guarded", Mode: "LIVE", Tools: []map[string]any{at.Ref("invoke"), at.Ref("get_task"), at.Ref("cancel_task")},
+			Policies: []map[string]any{at.Allow([]string{"*"}, "*"), at.Deny([]string{"INSERT", "UPDATE"}, "financial.KVValue")}}.Input())
+		s := env.Connect("guarded", env.Token(principal, "alice"), at.Revision2026)
+		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "guarded-1"}, "commit": true})
+		if res.IsError {
+			t.Fatalf("invoke: %s", text(res))
+		}
+		taskID := structured(res)["task_id"].(string)
+		g.open("guarded-1")
+		task := waitExecution(t, env, taskID, "SUCCEEDED")
+		denied := false
+		for _, c := range task["calls"].([]any) {
+			if at.Dig(c, "actionName") == "stamp" {
+				message, _ := at.Dig(c, "error", "message").(string)
+				denied = at.Dig(c, "status") == "FAILED" && strings.Contains(message, "INSERT on financial.KVValue is denied by the server's policies")
+			}
+		}
+		if !denied || env.KV("tasks", "guarded-1") != nil {
+			t.Errorf("the agent's stamp under the server's policies: %s; its write %v", asJSON(task["calls"]), env.KV("tasks", "guarded-1"))
+		}
+	})
+}
