@@ -169,6 +169,10 @@ func (d *directory) resolve(ctx context.Context, account, name string) (*resolve
 	if def.MCP.Limits != nil {
 		server.CallsPerMinute = def.MCP.Limits.CallsPerMinute
 	}
+	if server.Skills, err = d.skills(ctx, resolver, def, tools); err != nil {
+		return nil, err
+	}
+	server.Templates = templates(def, tools)
 	return &resolved{server: server, document: action.Document(target)}, nil
 }
 
