@@ -148,6 +148,13 @@ func (d *directory) resolve(ctx context.Context, account, name string) (*resolve
 	if err != nil {
 		return nil, fmt.Errorf("compile server %q: %w", name, err)
 	}
+	return d.build(ctx, resolver, account, target, compiled)
+}
+
+// build resolves a server version's tools, skills and templates: the
+// server as every request to that version sees it before who asks.
+func (d *directory) build(ctx context.Context, resolver action.Resolver, account string, target action.Target, compiled *action.Compiled) (*resolved, error) {
+	def := target.Definition
 	tools, err := d.tools(ctx, resolver, def)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,8 @@ type Env struct {
 	// Natives describes the native tools the engine runs, for a server's
 	// offered tools; nil lists none.
 	Natives NativeTools
+	// Replayer reruns recorded MCP requests (replayExecution); nil refuses.
+	Replayer Replayer
 }
 
 // IDs makes IDs.

@@ -1,0 +1,188 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
+)
+
+// postSource posts an amount to the ledger, multiplied by factor: a later
+// version changes the factor, and so both its output and its write set.
+func postSource(factor int) string {
+	return fmt.Sprintf(`
+def run(event):
+    d = event["data"]
+    amount = d["amount"] * %d
+    graphql("mutation($k: String!, $v: JSON!) { kv { put(namespace: \"ledger\", key: $k, value: $v) { key } } }", variables = {"k": d["key"], "v": {"amount": amount}})
+    return {"posted": amount}
+`, factor)
+}
+
+func postTool(factor int) map[string]any {
+	return at.StarlarkTool("post", postSource(factor), at.Object(map[string]any{"key": at.String(), "amount": at.Integer()}, "key", "amount"),
+		[]map[string]any{at.Ref("graphql")}, at.Allow([]string{"SELECT", "INSERT", "UPDATE"}, "financial.*"))
+}
+
+const replayFields = `original { id output } replay { id role status preview sessionId actionVersion output error invocation
+	calls { id actionVersion output preview rolledBackByExecutionId writeSet { table key value } } }
+	serverVersion outputChanged writeSetChanged`
+
+func replay(env *at.Env, token, id string, extra map[string]any) at.GraphQLResponse {
+	vars := map[string]any{"id": id}
+	args := "executionId: $id"
+	decl := "$id: ID!"
+	for name, value := range extra {
+		vars[name] = value
+		switch name {
+		case "draft":
+			decl += ", $draft: ActionUpdateInput"
+		case "version":
+			decl += ", $version: Int"
+		case "model":
+			decl += ", $model: ReplayModel"
+		}
+		args += fmt.Sprintf(", %s: $%s", name, name)
+	}
+	return env.GraphQLAs(token, `mutation(`+decl+`) { actions { replayExecution(`+args+`) { `+replayFields+` } } }`, vars)
+}
+
+func mustReplay(t *testing.T, env *at.Env, id string, extra map[string]any) map[string]any {
+	t.Helper()
+	res := replay(env, "", id, extra)
+	if len(res.Errors) > 0 {
+		t.Fatalf("replayExecution: %+v", res.Errors)
+	}
+	var data any
+	json.Unmarshal(res.Data, &data)
+	return at.Dig(data, "actions", "replayExecution").(map[string]any)
+}
+
+// ACT-566..577: replay of a recorded tools/call against the server's latest
+// version (unpinned references call the version the original used) and
+// against a draft pinning a later version of the tool, which changed its
+// output and its write set: compared side by side, the writes rolled back
+// into write sets, no request recorded in any session.
+func TestReplayAgainstDraft(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		toolID := at.NewID()
+		env.CreateAction(toolID, postTool(1))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "ledger", Mode: "LIVE", Intent: "NONE", Policies: at.Everything(),
+			Tools: []map[string]any{at.Ref("post")}}.Input())
+		token := env.Token(principal, "alice")
+		reply := env.Post("ledger", token, at.Request{Method: "tools/call", Params: map[string]any{"name": "post", "arguments": map[string]any{"key": "k1", "amount": 5}}})
+		if reply.Status != 200 || at.Dig(reply.Result(), "structuredContent", "posted") != 5.0 {
+			t.Fatalf("the original call: %s", reply)
+		}
+		original := last(t, requests(env, serverID, "tools/call"))
+		sessionID := original["sessionId"].(string)
+		requestsBefore := len(at.Dig(env.Session(serverID, sessionID), "inputs").([]any))
+
+		env.UpdateAction(toolID, postTool(3))
+		// Unpinned: the version the original called, v1, whatever is latest.
+		same := mustReplay(t, env, original["id"].(string), nil)
+		if same["outputChanged"] != false || same["writeSetChanged"] != false || same["serverVersion"] != 1.0 {
+			t.Errorf("replay against the latest server: %s", asJSON(same))
+		}
+		if calls := at.Dig(same, "replay", "calls").([]any); len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 1.0 {
+			t.Errorf("the replay's call %s", asJSON(calls))
+		}
+
+		// A draft pinning v2: output and write set differ, side by side.
+		draft := map[string]any{"tools": []map[string]any{at.RefPinned("post", 2)}}
+		changed := mustReplay(t, env, original["id"].(string), map[string]any{"draft": draft})
+		replayed := changed["replay"].(map[string]any)
+		if changed["outputChanged"] != true || changed["writeSetChanged"] != true || changed["serverVersion"] != nil {
+			t.Errorf("replay against the draft: %s", asJSON(changed))
+		}
+		if replayed["role"] != "replay" || replayed["status"] != "SUCCEEDED" || replayed["preview"] != true || replayed["sessionId"] != nil ||
+			at.Dig(at.Decode(replayed["output"]), "structuredContent", "posted") != 15.0 ||
+			at.Dig(at.Decode(changed["original"].(map[string]any)["output"]), "structuredContent", "posted") != 5.0 {
+			t.Errorf("the draft's replay record %s", asJSON(replayed))
+		}
+		calls := replayed["calls"].([]any)
+		if len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 2.0 || at.Dig(calls[0], "preview") != true ||
+			at.Dig(calls[0], "rolledBackByExecutionId") != replayed["id"] ||
+			!strings.Contains(asJSON(at.Dig(calls[0], "writeSet")), `"amount":15`) {
+			t.Errorf("the draft replay's call %s", asJSON(calls))
+		}
+		// Nothing committed, no request in the session; the record keeps
+		// the replay and its calls.
+		if got := env.KV("ledger", "k1"); !jsonEqual(got, map[string]any{"amount": 5.0}) {
+			t.Errorf("the ledger after the replays: %s", asJSON(got))
+		}
+		if n := len(at.Dig(env.Session(serverID, sessionID), "inputs").([]any)); n != requestsBefore {
+			t.Errorf("the session has %d requests after replays, %d before", n, requestsBefore)
+		}
+		stored := env.Execution(replayed["id"].(string))
+		if stored == nil || len(stored["calls"].([]any)) != 1 {
+			t.Errorf("the replay's record: %s", asJSON(stored))
+		}
+		if replays := env.ExecutionsWhere(map[string]any{"actionId": serverID, "role": "replay"}); len(replays) != 2 {
+			t.Errorf("%d replays recorded", len(replays))
+		}
+	})
+}
+
+// ACT-578..: what cannot be replayed, and a replay's authority.
+func TestReplayRefusals(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		env.CreateAction(at.NewID(), postTool(1))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "ledger", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("post")}}.Input())
+		token := env.Token(principal, "alice")
+		env.Post("ledger", token, at.Request{Method: "tools/call", Params: map[string]any{"name": "post", "arguments": map[string]any{"key": "k", "amount": 1}}})
+		call := last(t, requests(env, serverID, "tools/call"))
+
+		// A JSON-RPC error replays as the same code.
+		reply := env.Post("ledger", token, at.Request{Method: "tools/call", Params: map[string]any{"name": "nope", "arguments": map[string]any{}}})
+		if reply.ErrorCode() != -32602 {
+			t.Fatalf("a call of an unknown tool: %s", reply)
+		}
+		failed := last(t, requests(env, serverID, "tools/call"))
+		again := mustReplay(t, env, failed["id"].(string), nil)
+		if at.Dig(again, "replay", "status") != "FAILED" || again["outputChanged"] != false ||
+			at.Dig(at.Decode(at.Dig(again, "replay", "output")), "error", "code") != -32602.0 {
+			t.Errorf("the replay of a JSON-RPC error: %s", asJSON(again))
+		}
+
+		refuse := func(what string, res at.GraphQLResponse, code, says string) {
+			t.Helper()
+			if len(res.Errors) == 0 || res.Errors[0].Extensions["code"] != code || !strings.Contains(res.Errors[0].Message, says) {
+				t.Errorf("%s: %+v", what, res.Errors)
+			}
+		}
+		refuse("model RECORDED", replay(env, "", call["id"].(string), map[string]any{"model": "RECORDED"}), "BAD_REQUEST", "involves no model")
+		calls := call["calls"].([]any)
+		refuse("a call", replay(env, "", at.Dig(calls[0], "id").(string), nil), "BAD_REQUEST", "this execution is a call")
+		refuse("both", replay(env, "", call["id"].(string), map[string]any{"version": 1, "draft": map[string]any{}}), "BAD_REQUEST", "not both")
+		refuse("a draft that does not validate", replay(env, "", call["id"].(string), map[string]any{"draft": map[string]any{"tools": []map[string]any{at.Ref("missing")}}}),
+			"NOT_FOUND", "missing")
+
+		// A refused request (a missing token is not recorded; a forbidden one is).
+		env.PutPrincipal("outsider", []map[string]any{at.Allow([]string{"SELECT"}, "*")})
+		if reply := env.Post("ledger", env.Token("outsider", "olga"), at.Request{Method: "tools/list"}); reply.Status != 403 {
+			t.Fatalf("an outsider's request: %s", reply)
+		}
+		refusals := env.ExecutionsWhere(map[string]any{"actionId": serverID, "role": "refusal"})
+		if len(refusals) == 0 {
+			t.Fatal("no refusal recorded")
+		}
+		refuse("a refusal", replay(env, "", refusals[0]["id"].(string), nil), "BAD_REQUEST", "refused and ran nothing")
+
+		// The replayer needs INVOKE on the server; a reader cannot replay.
+		env.PutPrincipal("reader", []map[string]any{at.Allow([]string{"SELECT"}, "*")})
+		refuse("a reader", replay(env, env.GraphQLToken("reader", "rita"), call["id"].(string), nil), "ACCESS_DENIED", "may not invoke")
+		// A principal allowed everything replays.
+		if res := replay(env, env.GraphQLToken(principal, "alice"), call["id"].(string), nil); len(res.Errors) > 0 {
+			t.Errorf("a principal with INVOKE: %+v", res.Errors)
+		}
+		// The original principal's authority bounds the replay: once it
+		// loses INVOKE, its requests cannot be replayed.
+		env.PutPrincipal(principal, []map[string]any{at.Allow([]string{"SELECT"}, "*")})
+		refuse("the original principal without INVOKE", replay(env, "", call["id"].(string), nil), "ACCESS_DENIED", "original request's principal")
+	})
+}
