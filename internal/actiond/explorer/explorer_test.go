@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -391,6 +392,48 @@ func TestCompareHighlightsAChangedOutput(t *testing.T) {
 		t.Errorf("changed lines %v", changed)
 	}
 	b.screenshot("compare")
+}
+
+// ACT-566, ACT-567: the replay view replays a picked request for real,
+// against a draft that pins the tool's later version, and shows the replay
+// beside its original with the changed output highlighted.
+func TestReplayShowsAChangedOutput(t *testing.T) {
+	f := newFixture(t)
+	call(t, f.connect("alice"), "lookup", map[string]any{"account_id": "a1", "intent": "Check a1."})
+	f.env.UpdateAction(f.lookupID, map[string]any{"config": map[string]any{"expression": `{"account": event.data.account_id, "flagged": true}`}})
+	original := f.requests("alice")[len(f.requests("alice"))-1]["id"].(string)
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/replay/"+f.serverID), "replay")
+	b.click(`input.pick[data-execution="` + original + `"]`)
+	draft := `{"tools": [{"name": "lookup", "version": 2}, {"name": "note"}, {"name": "graphql"}]}`
+	eval[bool](b, `(() => { document.getElementById("replay-draft").value = `+strconv.Quote(draft)+`; return true; })()`)
+	b.click("#replay")
+	b.waitFor("the replay", `document.querySelectorAll("#replay-results table.replays tbody tr").length === 1`, 30*time.Second)
+	row := eval[map[string]string](b, `({...document.querySelector("#replay-results table.replays tbody tr").dataset})`)
+	if row["execution"] != original || row["output"] != "false" || row["writes"] != "true" {
+		t.Fatalf("the replay's row %v: want the output to differ and the write set not", row)
+	}
+	if status := eval[string](b, `document.getElementById("replay-status").textContent`); !strings.Contains(status, "1 differ") {
+		t.Errorf("the status says %q", status)
+	}
+	b.screenshot("replayed")
+	b.follow("#replay-results a.compare", "compare")
+	verdicts := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("#verdicts li")].map((li) => [li.dataset.part, li.dataset.same]))`)
+	if verdicts["output"] != "false" || verdicts["writes"] != "true" {
+		t.Fatalf("verdicts %v: want the output to differ and the write set not", verdicts)
+	}
+	changed := eval[map[string][]string](b, `({left: [...document.querySelectorAll('[data-part="output"] pre[data-side="left"] .changed')].map((l) => l.textContent.trim()),
+		right: [...document.querySelectorAll('[data-part="output"] pre[data-side="right"] .changed')].map((l) => l.textContent.trim())})`)
+	if !containsLine(changed["left"], `"flagged": false`) || !containsLine(changed["right"], `"flagged": true`) {
+		t.Errorf("changed lines %v", changed)
+	}
+	// The replay committed nothing and was recorded beside its original.
+	replays := f.env.ExecutionsWhere(map[string]any{"actionId": f.serverID, "role": "replay"})
+	if len(replays) != 1 || replays[0]["preview"] != true {
+		t.Errorf("replays recorded: %s", at.AsJSON(replays))
+	}
+	b.screenshot("replay-compare")
 }
 
 func containsLine(lines []string, part string) bool {
