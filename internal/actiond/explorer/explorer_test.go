@@ -21,10 +21,12 @@ import (
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/explorer"
+	"github.com/incusspawn/isx/internal/actiond/modeltest"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // The page comes from actiond itself, every file embedded, under a strict
@@ -609,4 +611,65 @@ func postGraphQL(t testing.TB, base, token, query string, variables map[string]a
 	if err := json.Unmarshal(raw, out); err != nil {
 		t.Fatalf("graphql: HTTP %d %s", resp.StatusCode, raw)
 	}
+}
+
+// A task's page shows its transcript from the executions beneath it — the
+// model's exchanges, the tool it called and what it answered — and the
+// request that started it lists it under the tasks it started (the
+// startedBy filter).
+func TestTaskTranscriptAndStartedTasks(t *testing.T) {
+	const key = "explorer-model-key"
+	model := at.FakeModel(t, key, func(x modeltest.Exchange) modeltest.Reply {
+		if x.Turn() == 1 {
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{ID: "use-1", Name: "lookup", Input: map[string]any{"account_id": "a7"}}}, StopReason: "tool_use"}
+		}
+		return modeltest.Reply{Text: "Account a7 is not flagged."}
+	})
+	f := newFixtureWith(t, at.Options{Models: at.Providers(model, key)})
+	agentID := at.NewID()
+	f.env.CreateAction(agentID, at.AgentSpec{Name: "reviewer", Model: "review-model", Instructions: "Review the account you are given.",
+		InputSchema: at.Object(map[string]any{"account_id": at.String()}, "account_id"), Tools: []map[string]any{at.Ref("lookup")}}.Input())
+	serverID := at.NewID()
+	f.env.CreateAction(serverID, at.ServerSpec{Name: "reviews", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("reviewer")}}.Input())
+	reply := f.env.Post("reviews", f.env.Token(principal, "alice"), at.Request{Method: "tools/call",
+		Capabilities: map[string]any{"extensions": map[string]any{mcpkit.TasksExtension: map[string]any{}}},
+		Params:       map[string]any{"name": "reviewer", "arguments": map[string]any{"account_id": "a7"}}})
+	taskID, _ := at.Dig(reply.Result(), "task", "taskId").(string)
+	if taskID == "" {
+		taskID, _ = at.Dig(reply.Result(), "taskId").(string)
+	}
+	if taskID == "" {
+		t.Fatalf("the agent's call: %s", reply)
+	}
+	at.WaitFor(t, "the task to succeed", time.Minute, func() bool {
+		e := f.env.Execution(taskID)
+		return e != nil && e["status"] == "SUCCEEDED"
+	})
+	request := f.env.ExecutionsWhere(map[string]any{"actionId": serverID, "method": "tools/call"})[0]["id"].(string)
+	if started := f.env.ExecutionsWhere(map[string]any{"startedBy": request}); len(started) != 1 || started[0]["id"] != taskID {
+		t.Fatalf("startedBy %s lists %s", request, at.AsJSON(started))
+	}
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/execution/"+request), "execution")
+	b.waitFor("the started task", `document.querySelectorAll("table.started tbody tr").length === 1`, 15*time.Second)
+	b.follow("table.started a.started-task", "execution")
+	b.waitFor("the transcript", `document.querySelectorAll("#transcript li.turn").length > 0`, 15*time.Second)
+	turns := eval[[]map[string]string](b, `[...document.querySelectorAll("#transcript li.turn")].map((li) => ({kind: li.dataset.kind, text: li.innerText}))`)
+	var kinds []string
+	all := ""
+	for _, turn := range turns {
+		kinds = append(kinds, turn["kind"])
+		all += turn["text"] + "\n"
+	}
+	want := []string{"system", "user", "assistant", "tool", "user", "assistant"}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("transcript turns %v, want %v:\n%s", kinds, want, all)
+	}
+	for _, part := range []string{"Review the account you are given.", "a7", "\u2192 lookup", "Called lookup", `"flagged": false`, "Account a7 is not flagged."} {
+		if !strings.Contains(all, part) {
+			t.Errorf("the transcript lacks %q:\n%s", part, all)
+		}
+	}
+	b.screenshot("transcript")
 }
