@@ -186,3 +186,31 @@ func TestReplayRefusals(t *testing.T) {
 		refuse("the original principal without INVOKE", replay(env, "", call["id"].(string), nil), "ACCESS_DENIED", "original request's principal")
 	})
 }
+
+// ACT-285: a replay reruns a resource read against the draft's versions: a
+// draft pinning the template tool's later version reads through it.
+func TestReplayResourceReadAgainstDraft(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		toolID := at.NewID()
+		env.CreateAction(toolID, accountTool(selectOnly))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "ledger", Policies: at.Everything(), Tools: []map[string]any{at.Ref("get_account")},
+			Resources: []map[string]any{at.Template("twisp://accounts/{account_id}", "account", "", "get_account")}}.Input())
+		rpc(t, env, "ledger", env.Token(principal, "alice"), "resources/read", map[string]any{"uri": "twisp://accounts/a1"})
+		read := last(t, requests(env, serverID, "resources/read"))
+		v2 := accountTool(selectOnly)
+		v2["config"] = map[string]any{"source": strings.Replace(accountSource, `"region": data.get("region", "")`, `"region": "moved"`, 1)}
+		env.UpdateAction(toolID, v2)
+
+		same := mustReplay(t, env, read["id"].(string), nil)
+		if same["outputChanged"] != false {
+			t.Errorf("a replay calling the version the read used: %s", asJSON(same))
+		}
+		changed := mustReplay(t, env, read["id"].(string), map[string]any{"draft": map[string]any{"tools": []map[string]any{at.RefPinned("get_account", 2)}}})
+		calls := at.Dig(changed, "replay", "calls").([]any)
+		if changed["outputChanged"] != true || len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 2.0 ||
+			!strings.Contains(asJSON(at.Dig(changed, "replay", "output")), `moved`) {
+			t.Errorf("the read replayed against the draft: %s", asJSON(changed))
+		}
+	})
+}

@@ -44,7 +44,7 @@ func rpc(t *testing.T, env *at.Env, server, token, method string, params map[str
 	return reply.Result()
 }
 
-// ACT-029, ACT-087..089, ACT-228..248: a server with one skill serves it as
+// ACT-029, ACT-053, ACT-087..089, ACT-228..248, ACT-284: a server with one skill serves it as
 // SKILL.md through resources, prompts and the Skills extension; loads are
 // the request's one call, recorded with uri, digest and size and a SKILL
 // use, and listings load nothing but record the versions they offered.
@@ -99,7 +99,8 @@ func TestSkillServedAsFileAndPrompt(t *testing.T) {
 			t.Helper()
 			request := last(t, requests(env, serverID, method))
 			calls, _ := request["calls"].([]any)
-			if len(calls) != 1 || at.Dig(calls[0], "actionId") != skillID || at.Dig(calls[0], "actionVersion") != 1.0 {
+			// The server is in preview mode: the load is a preview call (ACT-284).
+			if len(calls) != 1 || at.Dig(calls[0], "actionId") != skillID || at.Dig(calls[0], "actionVersion") != 1.0 || at.Dig(calls[0], "preview") != true {
 				t.Fatalf("%s recorded calls %s", method, asJSON(calls))
 			}
 			uses, _ := request["uses"].([]any)
@@ -149,6 +150,14 @@ func TestSkillServedAsFileAndPrompt(t *testing.T) {
 			offered, _ := at.Decode(at.Dig(request, "invocation", "skills")).([]any)
 			if len(offered) != 1 || at.Dig(offered[0], "name") != "fraud-review" || at.Dig(offered[0], "version") != 1.0 {
 				t.Errorf("%s recorded invocation.skills %s", method, asJSON(at.Dig(request, "invocation")))
+			}
+		}
+
+		// Hosts of an earlier revision get resources and prompts (ACT-053).
+		for _, method := range []string{"resources/list", "prompts/list"} {
+			reply := env.Post("skilled", token, at.Request{Method: method, Revision: at.Revision2025})
+			if reply.Status != 200 || !strings.Contains(string(reply.Body), "fraud-review") {
+				t.Errorf("%s at %s: %s", method, at.Revision2025, reply)
 			}
 		}
 
