@@ -92,13 +92,20 @@ func (api *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lastToolResult is the text of a tool result in the last user message.
+// lastToolResult is the text of the latest tool result in the
+// conversation: Claude Code may add a message of its own after it.
 func (api *messagesAPI) lastToolResult(messages []message) (string, bool) {
-	if len(messages) == 0 {
-		return "", false
+	for i := len(messages) - 1; i >= 0; i-- {
+		if text, ok := toolResultOf(messages[i]); ok {
+			return text, true
+		}
 	}
+	return "", false
+}
+
+func toolResultOf(m message) (string, bool) {
 	var blocks []block
-	if err := json.Unmarshal(messages[len(messages)-1].Content, &blocks); err != nil {
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return "", false // a plain string
 	}
 	for _, b := range blocks {
