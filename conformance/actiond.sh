@@ -9,7 +9,8 @@
 # scripts/conformance.sh for each revision against
 # conformance/expected-<revision>.txt; with 2026-07-28 also
 # tasks-required-task-error against a second server that does not list
-# get_task and cancel_task (conformance/expected-tasks-required.txt).
+# get_task and cancel_task (conformance/expected-tasks-required.txt), and
+# the Skills extension's scenarios (conformance/expected-skills.txt).
 #
 #   conformance/actiond.sh [--requirements 2026-07-28|2025-11-25]... [--postgres DSN]
 #                          [--keep] [--verbose]
@@ -225,6 +226,8 @@ for revision in "${revisions[@]}"; do
 	if [[ $revision == 2026-07-28 ]]; then
 		run "$url/mcp/v1/000000000000/conformance-no-get-task" --requirements 2026-07-28 \
 			--scenario tasks-required-task-error --expected "$root/conformance/expected-tasks-required.txt"
+		run "$endpoint" --requirements 2026-07-28 --scenario sep-2640-skills-enumeration --scenario sep-2640-skills-manifest \
+			--scenario sep-2640-skills-directory --expected "$root/conformance/expected-skills.txt"
 	fi
 done
 exit "$status"

@@ -28,7 +28,7 @@ type Registry interface {
 // so that an unpinned reference still resolves to the latest version at
 // every request.
 func Resolve(s *store.Store, registry Registry, compiled *action.Cache) Directory {
-	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}, principals: map[serverKey]cachedPrincipal{}}
+	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}, principals: map[serverKey]cachedPrincipal{}, replays: map[replayKey]*resolved{}}
 }
 
 type directory struct {
@@ -39,6 +39,7 @@ type directory struct {
 	mu         sync.Mutex
 	servers    map[serverKey]*resolved
 	principals map[serverKey]cachedPrincipal
+	replays    map[replayKey]*resolved
 }
 
 type cachedPrincipal struct {

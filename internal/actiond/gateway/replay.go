@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,24 +252,51 @@ func (d *directory) replayServer(ctx context.Context, r Replay) (*Server, error)
 			used[call.ActionName] = int(call.ActionVersion)
 		}
 	}
-	resolver := usedVersions{Resolver: d.registry.Resolver(r.Account), used: used}
-	var compiled *action.Compiled
-	var err error
+	// A draft is compiled and resolved once per content: replaying the
+	// recent requests against one draft resolves it once, not per request.
+	id := r.Server.ID
 	if r.Draft {
-		compiled, err = action.Compile(def)
-	} else {
-		compiled, err = d.compiled.Get(r.Server.ID, r.Server.Version, def)
+		body, _ := json.Marshal(def)
+		sum := sha256.Sum256(body)
+		id += "#draft:" + hex.EncodeToString(sum[:])
 	}
-	if err != nil {
-		return nil, fmt.Errorf("compile server %q: %w", def.Name, err)
-	}
-	built, err := d.build(ctx, resolver, r.Account, r.Server, compiled)
+	usedJSON, _ := json.Marshal(used) // map keys sorted
+	key := replayKey{account: r.Account, id: id, version: r.Server.Version, used: string(usedJSON)}
+	generation, err := d.store.Generation(ctx, r.Account)
 	if err != nil {
 		return nil, err
 	}
-	server := built.server
+	d.mu.Lock()
+	cached, ok := d.replays[key]
+	d.mu.Unlock()
+	if !ok || cached.generation != generation {
+		compiled, err := d.compiled.Get(id, r.Server.Version, def)
+		if err != nil {
+			return nil, fmt.Errorf("compile server %q: %w", def.Name, err)
+		}
+		resolver := usedVersions{Resolver: d.registry.Resolver(r.Account), used: used}
+		if cached, err = d.build(ctx, resolver, r.Account, r.Server, compiled); err != nil {
+			return nil, err
+		}
+		cached.generation = generation
+		d.mu.Lock()
+		if len(d.replays) > 256 {
+			clear(d.replays)
+		}
+		d.replays[key] = cached
+		d.mu.Unlock()
+	}
+	server := cached.server
 	server.Preview = true
 	return &server, nil
+}
+
+// replayKey names a server resolved for replays: a version or a draft's
+// content, with the versions its unpinned references call.
+type replayKey struct {
+	account, id string
+	version     int
+	used        string
 }
 
 // replayAuthority checks that both the replayer and the original principal

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/graph/model"
@@ -177,6 +178,15 @@ func replayTarget(ctx context.Context, serverID string, version *int, draft map[
 	if err != nil {
 		return action.Target{}, false, err
 	}
+	// One operation replaying many requests against one draft validates
+	// it once.
+	key := serverID + "@" + strconv.Itoa(stored.Version) + ":" + string(raw)
+	st.mu.Lock()
+	validated, ok := st.drafts[key]
+	st.mu.Unlock()
+	if ok {
+		return validated, true, nil
+	}
 	def, err := action.Update(stored.Definition, raw)
 	if err != nil {
 		return action.Target{}, false, err
@@ -188,6 +198,12 @@ func replayTarget(ctx context.Context, serverID string, version *int, draft map[
 		return action.Target{}, false, err
 	}
 	target.Definition = def
+	st.mu.Lock()
+	if st.drafts == nil {
+		st.drafts = map[string]action.Target{}
+	}
+	st.drafts[key] = target
+	st.mu.Unlock()
 	return target, true, nil
 }
 
