@@ -106,6 +106,9 @@ func (h *Handler) Replay(ctx context.Context, r Replay) (*ReplayResult, error) {
 	}
 	ex.sessionInput = h.sessionInput(ctx, ex.session)
 	result, callErr := h.replayMethod(runCtx, ex)
+	if coded.CodeOf(callErr) == CodeReplayUnsupported {
+		return nil, callErr // nothing ran: there is no replay to record
+	}
 	return ex.replayRecord(r, result, callErr), nil
 }
 
@@ -170,7 +173,6 @@ func (ex *exchange) replayRecord(r Replay, result mcp.Result, callErr error) *Re
 		Input: r.Original.Input, Preview: true, StartedAt: ex.started, EndedAt: now,
 	}
 	var wire *jsonrpc.Error
-	var unsupported *coded.Error
 	switch {
 	case errors.As(callErr, &wire):
 		e.Status = store.Failed
@@ -178,9 +180,6 @@ func (ex *exchange) replayRecord(r Replay, result mcp.Result, callErr error) *Re
 		if ex.failure != nil {
 			e.Error = ex.failure.recorded()
 		}
-	case errors.As(callErr, &unsupported):
-		e.Status = store.Failed
-		e.Error, _ = json.Marshal(map[string]any{"code": unsupported.Code, "message": unsupported.Message, "hint": unsupported.Hint})
 	case callErr != nil:
 		e.Status = store.Failed
 		e.Error, _ = json.Marshal(map[string]any{"code": errInternal, "message": callErr.Error()})

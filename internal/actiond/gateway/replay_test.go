@@ -162,6 +162,15 @@ func TestReplayRefusals(t *testing.T) {
 		refuse("a draft that does not validate", replay(env, "", call["id"].(string), map[string]any{"draft": map[string]any{"tools": []map[string]any{at.Ref("missing")}}}),
 			"NOT_FOUND", "missing")
 
+		// A listing replays; a method outside tools, resources, prompts and
+		// skills cannot be replayed yet.
+		env.Post("ledger", token, at.Request{Method: "tools/list"})
+		if listed := mustReplay(t, env, last(t, requests(env, serverID, "tools/list"))["id"].(string), nil); listed["outputChanged"] != false {
+			t.Errorf("the replay of tools/list: %s", asJSON(listed))
+		}
+		env.Post("ledger", token, at.Request{Method: "server/discover"})
+		refuse("server/discover", replay(env, "", last(t, requests(env, serverID, "server/discover"))["id"].(string), nil), "replay_unsupported", "cannot be replayed yet")
+
 		// A refused request (a missing token is not recorded; a forbidden one is).
 		env.PutPrincipal("outsider", []map[string]any{at.Allow([]string{"SELECT"}, "*")})
 		if reply := env.Post("ledger", env.Token("outsider", "olga"), at.Request{Method: "tools/list"}); reply.Status != 403 {

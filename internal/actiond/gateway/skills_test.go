@@ -324,3 +324,39 @@ func TestResourceTemplates(t *testing.T) {
 		}
 	})
 }
+
+// ACT-575: a load runs under the request's authority: a principal that may
+// invoke the server but not the skill gets -32602 mcp_skill_denied with the
+// uri, and a deleted skill is left out and refused like a disabled one.
+func TestSkillLoadDeniedAndDeleted(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		env.CreateAction(at.NewID(), accountTool(selectOnly))
+		env.CreateAction(at.NewID(), at.StarlarkTool("close_account", `def run(event): return 1`, nil, nil))
+		skillID := at.NewID()
+		env.CreateAction(skillID, fraudReview("Reviewing an account for fraud."))
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "guarded", Policies: at.Everything(), Skills: []map[string]any{at.Ref("fraud-review")}}.Input())
+		env.PutPrincipal("limited", []map[string]any{at.Allow([]string{"SELECT", "INVOKE"}, "*"),
+			{"effect": "DENY", "actions": []any{"INVOKE"}, "resources": []any{"actions.Action"}, "assertions": map[string]any{"skill": "context.document.kind == 'skill'"}}})
+		const uri = "skill://v1/fraud-review/SKILL.md"
+		limited := env.Token("limited", "lee")
+		if listed := rpc(t, env, "guarded", limited, "resources/list", nil); len(listed["resources"].([]any)) != 1 {
+			t.Fatalf("the limited principal's listing: %s", asJSON(listed))
+		}
+		for _, q := range []at.Request{{Method: "resources/read", Params: map[string]any{"uri": uri}}, {Method: mcpkit.MethodGetSkill, Params: map[string]any{"uri": uri}},
+			{Method: "prompts/get", Params: map[string]any{"name": "fraud-review"}}} {
+			reply := env.Post("guarded", limited, q)
+			if reply.ErrorCode() != -32602 || reply.DataCode() != "mcp_skill_denied" || at.Dig(reply.RPC, "error", "data", "uri") != uri {
+				t.Errorf("%s by a principal denied the skill: %s", q.Method, reply)
+			}
+		}
+		env.DeleteAction(skillID)
+		token := env.Token(principal, "alice")
+		if listed := rpc(t, env, "guarded", token, "resources/list", nil); len(listed["resources"].([]any)) != 0 {
+			t.Errorf("a deleted skill is listed: %s", asJSON(listed))
+		}
+		reply := env.Post("guarded", token, at.Request{Method: mcpkit.MethodGetSkill, Params: map[string]any{"uri": uri}})
+		if reply.ErrorCode() != -32602 || reply.DataCode() != "mcp_resource_not_found" {
+			t.Errorf("skills/get of a deleted skill: %s", reply)
+		}
+	})
+}
