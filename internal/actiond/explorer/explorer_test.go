@@ -396,7 +396,7 @@ func TestCompareHighlightsAChangedOutput(t *testing.T) {
 	b.screenshot("compare")
 }
 
-// ACT-566, ACT-567: the replay view replays a picked request for real,
+// ACT-543, ACT-546: the replay view replays a picked request for real,
 // against a draft that pins the tool's later version, and shows the replay
 // beside its original with the changed output highlighted.
 func TestReplayShowsAChangedOutput(t *testing.T) {

@@ -27,7 +27,7 @@ func postTool(factor int) map[string]any {
 }
 
 const replayFields = `original { id output } replay { id role status preview sessionId actionVersion output error invocation
-	calls { id actionVersion output preview rolledBackByExecutionId writeSet { table key value } } }
+	calls { id actionVersion input output preview rolledBackByExecutionId writeSet { table key value } } }
 	serverVersion outputChanged writeSetChanged`
 
 func replay(env *at.Env, token, id string, extra map[string]any) at.GraphQLResponse {
@@ -60,11 +60,12 @@ func mustReplay(t *testing.T, env *at.Env, id string, extra map[string]any) map[
 	return at.Dig(data, "actions", "replayExecution").(map[string]any)
 }
 
-// ACT-566..577: replay of a recorded tools/call against the server's latest
-// version (unpinned references call the version the original used) and
-// against a draft pinning a later version of the tool, which changed its
-// output and its write set: compared side by side, the writes rolled back
-// into write sets, no request recorded in any session.
+// ACT-543..546, ACT-548..551: replay of a recorded tools/call, with its
+// recorded arguments, against the server's later version (unpinned
+// references call the version the original used) and against a draft
+// pinning a later version of the tool, which changed its output and its
+// write set: compared side by side, the writes rolled back into write sets,
+// no request recorded in any session.
 func TestReplayAgainstDraft(t *testing.T) {
 	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
 		toolID := at.NewID()
@@ -82,13 +83,20 @@ func TestReplayAgainstDraft(t *testing.T) {
 		requestsBefore := len(at.Dig(env.Session(serverID, sessionID), "inputs").([]any))
 
 		env.UpdateAction(toolID, postTool(3))
-		// Unpinned: the version the original called, v1, whatever is latest.
+		env.UpdateAction(serverID, map[string]any{"description": "v2 of the server"})
+		// Unpinned: the version the original called, v1, whatever is latest;
+		// the server's latest version, v2, answers.
 		same := mustReplay(t, env, original["id"].(string), nil)
-		if same["outputChanged"] != false || same["writeSetChanged"] != false || same["serverVersion"] != 1.0 {
+		if same["outputChanged"] != false || same["writeSetChanged"] != false || same["serverVersion"] != 2.0 || at.Dig(same, "replay", "actionVersion") != 2.0 {
 			t.Errorf("replay against the latest server: %s", asJSON(same))
 		}
-		if calls := at.Dig(same, "replay", "calls").([]any); len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 1.0 {
-			t.Errorf("the replay's call %s", asJSON(calls))
+		originalCalls := original["calls"].([]any)
+		if calls := at.Dig(same, "replay", "calls").([]any); len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 1.0 ||
+			!jsonEqual(at.Decode(at.Dig(calls[0], "input")), at.Decode(at.Dig(originalCalls[0], "input"))) {
+			t.Errorf("the replay's call %s; the original's %s", asJSON(calls), asJSON(originalCalls))
+		}
+		if v1 := mustReplay(t, env, original["id"].(string), map[string]any{"version": 1}); v1["serverVersion"] != 1.0 {
+			t.Errorf("replay against version 1: %s", asJSON(v1))
 		}
 
 		// A draft pinning v2: output and write set differ, side by side.
@@ -121,13 +129,16 @@ func TestReplayAgainstDraft(t *testing.T) {
 		if stored == nil || len(stored["calls"].([]any)) != 1 {
 			t.Errorf("the replay's record: %s", asJSON(stored))
 		}
-		if replays := env.ExecutionsWhere(map[string]any{"actionId": serverID, "role": "replay"}); len(replays) != 2 {
+		if replays := env.ExecutionsWhere(map[string]any{"actionId": serverID, "role": "replay"}); len(replays) != 3 {
 			t.Errorf("%d replays recorded", len(replays))
 		}
 	})
 }
 
-// ACT-578..: what cannot be replayed, and a replay's authority.
+// ACT-552, ACT-554..557: what cannot be replayed — a recorded model, a
+// call, a refusal, a method outside tools, resources, prompts and skills —
+// a JSON-RPC error replayed as the same code, and a replay's authority: the
+// replayer needs INVOKE, and the original principal's authority bounds it.
 func TestReplayRefusals(t *testing.T) {
 	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
 		env.CreateAction(at.NewID(), postTool(1))
@@ -196,7 +207,7 @@ func TestReplayRefusals(t *testing.T) {
 	})
 }
 
-// ACT-285: a replay reruns a resource read against the draft's versions: a
+// ACT-285, ACT-550, ACT-551: a replay reruns a resource read against the draft's versions: a
 // draft pinning the template tool's later version reads through it.
 func TestReplayResourceReadAgainstDraft(t *testing.T) {
 	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
@@ -220,6 +231,34 @@ func TestReplayResourceReadAgainstDraft(t *testing.T) {
 		if changed["outputChanged"] != true || len(calls) != 1 || at.Dig(calls[0], "actionVersion") != 2.0 ||
 			!strings.Contains(asJSON(at.Dig(changed, "replay", "output")), `moved`) {
 			t.Errorf("the read replayed against the draft: %s", asJSON(changed))
+		}
+	})
+}
+
+// ACT-552, ACT-553: the original principal's policies are evaluated with the
+// original request's claims: a principal allowed only for the subject alice
+// has alice's requests replayed by the local root, whose own claims name
+// no subject; replayed by that principal signed in as bob, the replayer's
+// own authority (bob's claims) refuses it: bob may not even read it.
+func TestReplayUsesTheOriginalClaims(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		env.CreateAction(at.NewID(), postTool(1))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "ledger", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("post")}}.Input())
+		env.PutPrincipal("alice-only", []map[string]any{{"effect": "ALLOW", "actions": []any{"*"}, "resources": []any{"*"},
+			"assertions": map[string]any{"alice": "context.auth.claims.sub == 'alice'"}}})
+		reply := env.Post("ledger", env.Token("alice-only", "alice"), at.Request{Method: "tools/call", Params: map[string]any{"name": "post", "arguments": map[string]any{"key": "c", "amount": 2}}})
+		if reply.Status != 200 || reply.Result()["isError"] == true {
+			t.Fatalf("alice's call: %s", reply)
+		}
+		call := last(t, requests(env, serverID, "tools/call"))
+		replayed := mustReplay(t, env, call["id"].(string), nil)
+		if at.Dig(replayed, "replay", "status") != "SUCCEEDED" || replayed["outputChanged"] != false {
+			t.Errorf("the root's replay of alice's request: %s", asJSON(replayed))
+		}
+		res := replay(env, env.GraphQLToken("alice-only", "bob"), call["id"].(string), nil)
+		if len(res.Errors) == 0 || res.Errors[0].Extensions["code"] != "ACCESS_DENIED" {
+			t.Errorf("bob's replay of alice's request: %+v %s", res.Errors, res.Data)
 		}
 	})
 }

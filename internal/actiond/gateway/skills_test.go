@@ -44,7 +44,7 @@ func rpc(t *testing.T, env *at.Env, server, token, method string, params map[str
 	return reply.Result()
 }
 
-// ACT-029, ACT-053, ACT-087..089, ACT-228..248, ACT-284: a server with one skill serves it as
+// ACT-029, ACT-053, ACT-087..089, ACT-228..248, ACT-256, ACT-284: a server with one skill serves it as
 // SKILL.md through resources, prompts and the Skills extension; loads are
 // the request's one call, recorded with uri, digest and size and a SKILL
 // use, and listings load nothing but record the versions they offered.
