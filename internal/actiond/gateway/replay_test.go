@@ -262,3 +262,26 @@ func TestReplayUsesTheOriginalClaims(t *testing.T) {
 		}
 	})
 }
+
+// ACT-547: a replay reads current data: a read replayed after the row it
+// read changed answers the new value.
+func TestReplayReadsCurrentData(t *testing.T) {
+	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
+		const source = `
+def run(event):
+    found = graphql("query($k: String!) { kv { value(namespace: \"ledger\", key: $k) { value } } }", variables = {"k": event["data"]["key"]})
+    return {"value": found["kv"]["value"]}
+`
+		env.CreateAction(at.NewID(), at.StarlarkTool("read", source, at.Object(map[string]any{"key": at.String()}, "key"), []map[string]any{at.Ref("graphql")}))
+		serverID := at.NewID()
+		env.CreateAction(serverID, at.ServerSpec{Name: "ledger", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("read")}}.Input())
+		env.MustGraphQL(`mutation { kv { put(namespace: "ledger", key: "r", value: {amount: 1}) { key } } }`, nil)
+		env.Post("ledger", env.Token(principal, "alice"), at.Request{Method: "tools/call", Params: map[string]any{"name": "read", "arguments": map[string]any{"key": "r"}}})
+		call := last(t, requests(env, serverID, "tools/call"))
+		env.MustGraphQL(`mutation { kv { put(namespace: "ledger", key: "r", value: {amount: 7}) { key } } }`, nil)
+		replayed := mustReplay(t, env, call["id"].(string), nil)
+		if replayed["outputChanged"] != true || !strings.Contains(asJSON(at.Dig(replayed, "replay", "output")), `"amount":7`) {
+			t.Errorf("the replayed read: %s", asJSON(replayed))
+		}
+	})
+}
