@@ -9,7 +9,8 @@
 # scripts/conformance.sh for each revision against
 # conformance/expected-<revision>.txt; with 2026-07-28 also
 # tasks-required-task-error against a second server that does not list
-# get_task and cancel_task (conformance/expected-tasks-required.txt).
+# get_task and cancel_task (conformance/expected-tasks-required.txt), and
+# the Skills extension's scenarios (conformance/expected-skills.txt).
 #
 #   conformance/actiond.sh [--requirements 2026-07-28|2025-11-25]... [--postgres DSN]
 #                          [--keep] [--verbose]
@@ -150,6 +151,19 @@ cel_tool 00000000-0000-4000-8000-00000000c006 greet "Greets someone by name." '"
 	'{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
 cel_tool 00000000-0000-4000-8000-00000000c007 confirm_delete "A plain synchronous tool: actiond never asks for input." '"confirmed"'
 
+# The resources scenarios' templates and the tools that read them (cel:
+# read-only), and the skill the prompts, caching and skills scenarios read.
+cel_tool 00000000-0000-4000-8000-00000000c00b static_text "Reads the resource test://static-text." \
+	'"This is the content of the static text resource."'
+cel_tool 00000000-0000-4000-8000-00000000c00c template_data "Reads the resources test://template/{id}/data." \
+	'{"id": event.data.id, "templateTest": true, "data": "Data for ID: " + event.data.id}' \
+	'{"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}'
+create 00000000-0000-4000-8000-00000000c00d "$(jq -n '{name: "conformance-guide", kind: "skill",
+	description: "How to use the conformance fixtures: which tool answers what.",
+	config: {instructions: "Call test_simple_text for a text answer and test_error_handling for a tool error.",
+		examples: [{situation: "You need a plain answer.", resolution: "Call test_simple_text.", reason: "It always answers the same text."}]},
+	tools: [{name: "test_simple_text"}, {name: "test_error_handling"}]}')"
+
 # The tasks-* scenarios' task-supporting tools: callable agents whose model
 # is conformance/fakemodel, each choosing its answer by the model's name.
 agent() { # id name description model input-schema [output-schema] [retries]
@@ -175,7 +189,11 @@ server() { # id name tools-json
 		name: $n, description: "The MCP conformance suite'"'"'s fixtures.", kind: "mcp", config: {},
 		mcp: {name: $n, instructions: "Conformance fixtures for the official MCP suite.",
 			session: {start: {input: {principal: "execution.input.principal", subject: "execution.input.subject"}}},
-			mode: "LIVE", intent: "NONE", limits: {callsPerMinute: 100000}},
+			mode: "LIVE", intent: "NONE", limits: {callsPerMinute: 100000},
+			resources: [
+				{uriTemplate: "test://static-text", name: "static-text", description: "A static text resource.", tool: "static_text"},
+				{uriTemplate: "test://template/{id}/data", name: "template-data", description: "Data for an ID.", tool: "template_data"}]},
+		skills: [{name: "conformance-guide"}],
 		session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
 			id: "string(size(session.input.principal)) + '"'"':'"'"' + session.input.principal + '"'"':'"'"' + session.input.subject"},
 		tools: $tools,
@@ -184,7 +202,7 @@ server() { # id name tools-json
 }
 fixtures='[{"name": "test_simple_text"}, {"name": "test_error_handling"}, {"name": "test_streaming_elicitation"}, {"name": "test_logging_tool"},
 	{"name": "json_schema_2020_12_tool"}, {"name": "greet"}, {"name": "confirm_delete"},
-	{"name": "slow_compute"}, {"name": "failing_job"}, {"name": "protocol_error_job"}]'
+	{"name": "slow_compute"}, {"name": "failing_job"}, {"name": "protocol_error_job"}, {"name": "static_text"}, {"name": "template_data"}]'
 server 00000000-0000-4000-8000-00000000c100 conformance "$(jq '. + [{name: "get_task"}, {name: "cancel_task"}]' <<<"$fixtures")"
 server 00000000-0000-4000-8000-00000000c101 conformance-no-get-task "$fixtures"
 
@@ -208,6 +226,8 @@ for revision in "${revisions[@]}"; do
 	if [[ $revision == 2026-07-28 ]]; then
 		run "$url/mcp/v1/000000000000/conformance-no-get-task" --requirements 2026-07-28 \
 			--scenario tasks-required-task-error --expected "$root/conformance/expected-tasks-required.txt"
+		run "$endpoint" --requirements 2026-07-28 --scenario sep-2640-skills-enumeration --scenario sep-2640-skills-manifest \
+			--scenario sep-2640-skills-directory --expected "$root/conformance/expected-skills.txt"
 	fi
 done
 exit "$status"

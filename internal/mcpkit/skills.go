@@ -14,6 +14,12 @@ import (
 // SkillsExtension is the extension's identifier, under capabilities.extensions.
 const SkillsExtension = "io.modelcontextprotocol/skills"
 
+// The extension's methods.
+const (
+	MethodListSkills = "skills/list"
+	MethodGetSkill   = "skills/get"
+)
+
 // SkillResource is one file of a skill, with its digest and size.
 type SkillResource struct {
 	URI string `json:"uri"`

@@ -169,6 +169,8 @@ func (v *validation) config() error {
 		return checkGraphQLConfig(config)
 	case KindTool:
 		return checkStarlarkConfig(config)
+	case KindSkill:
+		return checkSkillConfig(config)
 	}
 	return nil
 }
@@ -398,7 +400,8 @@ func (v *validation) tool(path string, ref ToolRef) (Target, error) {
 		return Target{}, badRequest(path+".approval.required", "an MCP server's tool cannot require approval: nobody can approve a call an external agent makes")
 	}
 	if IsNative(ref.Name) {
-		if MCPOnly(ref.Name) && !v.isServer() {
+		// A skill names tools without granting them, so it may name any.
+		if MCPOnly(ref.Name) && !v.isServer() && v.def.Kind != KindSkill {
 			return Target{}, badRequest(path+".name", "only an MCP server can list the native tool %s", ref.Name)
 		}
 		if ref.Version != nil {

@@ -363,8 +363,13 @@ func TestWriterPermissions_ACT043_ACT044(t *testing.T) {
 	}
 }
 
-// Rules of the other kinds, checked structurally.
+// Rules of the other kinds, checked structurally. A skill is its
+// instructions and examples, and may name any tool, natives an MCP server
+// alone may list included, since it grants none.
 func TestOtherKinds(t *testing.T) {
+	planner := action.Definition{Name: "planner", Kind: action.KindSkill, Description: "Plans.",
+		Config: map[string]any{"instructions": "Plan first.", "examples": []any{map[string]any{"situation": "s", "resolution": "r", "reason": "why"}}},
+		Tools:  []action.ToolRef{{Name: action.NativeProgram}, {Name: action.NativeGraphQL}}}
 	celTool := action.Definition{Name: "ratio", Kind: action.KindCEL,
 		Config: map[string]any{"expression": `decimal(event.data.a) / decimal(event.data.b)`},
 		Tool:   &action.ToolBlock{InputSchema: object(map[string]any{"a": map[string]any{"type": "string"}})}}
@@ -375,7 +380,8 @@ func TestOtherKinds(t *testing.T) {
 		celTool, graphqlTool,
 		starlarkTool("echo", selectOnly, map[string]any{}),
 		{Name: "reviewer2", Kind: action.KindAgent, Agent: map[string]any{"model": "m"}, Tools: []action.ToolRef{{Name: "get_account", Input: map[string]string{"account_id": "event.data.account"}}}},
-		{Name: "planner-skill", Kind: action.KindSkill, Description: "Plans.", Skills: []action.SkillRef{{Name: "fraud-review-2", Preload: ptr(true)}}},
+		{Name: "planner-skill", Kind: action.KindSkill, Description: "Plans.", Config: map[string]any{"instructions": "Plan first."}, Skills: []action.SkillRef{{Name: "fraud-review-2", Preload: ptr(true)}}},
+		planner,
 		{Name: "gpt-5", Kind: action.KindModel, Config: map[string]any{"provider": "x"}},
 		{Name: "slow", Kind: action.KindAgent, Execution: &action.Execution{ResponseTimeout: "PT30M"}},
 	}
@@ -394,6 +400,10 @@ func TestOtherKinds(t *testing.T) {
 		return def
 	}
 	rejected := []bad{
+		{withConfig(planner, map[string]any{}), "config.instructions", "needs config.instructions"},
+		{withConfig(planner, map[string]any{"instructions": "x", "tools": []any{}}), "config.tools", "unknown config field"},
+		{withConfig(planner, map[string]any{"instructions": "x", "examples": "many"}), "config.examples", "a list of"},
+		{withConfig(planner, map[string]any{"instructions": "x", "examples": []any{map[string]any{"situation": "s", "resolution": "r"}}}), "config.examples[0].reason", "needs its reason"},
 		{withConfig(celTool, map[string]any{}), "config.expression", "needs config.expression"},
 		{withConfig(celTool, map[string]any{"expression": "event.data +"}), "config.expression", "Syntax error"},
 		{withConfig(celTool, map[string]any{"expression": "input.a"}), "config.expression", "undeclared reference to 'input'"},

@@ -135,6 +135,12 @@ func (e *Env) Token(principal, subject string) string {
 	return e.MintToken(auth.MintOptions{Principal: principal, Subject: subject, Client: "client-" + subject})
 }
 
+// GraphQLToken mints a GraphQL API token for principal and subject.
+func (e *Env) GraphQLToken(principal, subject string) string {
+	e.T.Helper()
+	return e.MintToken(auth.MintOptions{Principal: principal, Subject: subject, Audience: auth.GraphQLAudience(e.URL)})
+}
+
 // MintToken mints a token with the local issuer.
 func (e *Env) MintToken(opts auth.MintOptions) string {
 	e.T.Helper()
@@ -164,8 +170,20 @@ type GraphQLResponse struct {
 // GraphQL runs a request as the local root (no token, from loopback).
 func (e *Env) GraphQL(query string, variables map[string]any) GraphQLResponse {
 	e.T.Helper()
+	return e.GraphQLAs("", query, variables)
+}
+
+// GraphQLAs runs a request as a principal: token is a GraphQL token
+// (GraphQLToken); "" runs it as the local root.
+func (e *Env) GraphQLAs(token, query string, variables map[string]any) GraphQLResponse {
+	e.T.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": variables})
-	resp, err := http.Post(e.URL+"/financial/v1/graphql", "application/json", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, e.URL+"/financial/v1/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.T.Fatalf("graphql: %v", err)
 	}

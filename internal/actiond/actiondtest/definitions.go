@@ -36,6 +36,9 @@ type ServerSpec struct {
 	// subject strings.
 	SessionSchema map[string]any
 	Enabled       *bool
+	// Skills are skill references; Resources mcp.resources templates.
+	Skills    []map[string]any
+	Resources []map[string]any
 }
 
 // ByPrincipalAndSubject is the seed's session id.
@@ -68,6 +71,9 @@ func (s ServerSpec) MCPBlock() map[string]any {
 	}
 	if s.CallsPerMinute > 0 {
 		block["limits"] = map[string]any{"callsPerMinute": s.CallsPerMinute}
+	}
+	if s.Resources != nil {
+		block["resources"] = s.Resources
 	}
 	return block
 }
@@ -104,6 +110,9 @@ func (s ServerSpec) Input() map[string]any {
 	}
 	if s.Enabled != nil {
 		input["enabled"] = *s.Enabled
+	}
+	if s.Skills != nil {
+		input["skills"] = s.Skills
 	}
 	return input
 }
@@ -187,4 +196,23 @@ func StarlarkTool(name, source string, inputSchema map[string]any, tools []map[s
 		def["policies"] = policies
 	}
 	return def
+}
+
+// Skill is a skill's createAction input: instructions, examples as
+// {situation, resolution, reason}, and the tools it names.
+func Skill(name, description, instructions string, examples []map[string]any, tools ...string) map[string]any {
+	config := map[string]any{"instructions": instructions}
+	if examples != nil {
+		config["examples"] = examples
+	}
+	refs := []map[string]any{}
+	for _, t := range tools {
+		refs = append(refs, Ref(t))
+	}
+	return map[string]any{"name": name, "description": description, "kind": "skill", "config": config, "tools": refs}
+}
+
+// Template is an mcp.resources entry.
+func Template(uriTemplate, name, description, tool string) map[string]any {
+	return map[string]any{"uriTemplate": uriTemplate, "name": name, "description": description, "tool": tool}
 }

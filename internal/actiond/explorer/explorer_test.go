@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +21,12 @@ import (
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/explorer"
+	"github.com/incusspawn/isx/internal/actiond/modeltest"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // The page comes from actiond itself, every file embedded, under a strict
@@ -393,6 +396,48 @@ func TestCompareHighlightsAChangedOutput(t *testing.T) {
 	b.screenshot("compare")
 }
 
+// ACT-543, ACT-546: the replay view replays a picked request for real,
+// against a draft that pins the tool's later version, and shows the replay
+// beside its original with the changed output highlighted.
+func TestReplayShowsAChangedOutput(t *testing.T) {
+	f := newFixture(t)
+	call(t, f.connect("alice"), "lookup", map[string]any{"account_id": "a1", "intent": "Check a1."})
+	f.env.UpdateAction(f.lookupID, map[string]any{"config": map[string]any{"expression": `{"account": event.data.account_id, "flagged": true}`}})
+	original := f.requests("alice")[len(f.requests("alice"))-1]["id"].(string)
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/replay/"+f.serverID), "replay")
+	b.click(`input.pick[data-execution="` + original + `"]`)
+	draft := `{"tools": [{"name": "lookup", "version": 2}, {"name": "note"}, {"name": "graphql"}]}`
+	eval[bool](b, `(() => { document.getElementById("replay-draft").value = `+strconv.Quote(draft)+`; return true; })()`)
+	b.click("#replay")
+	b.waitFor("the replay", `document.querySelectorAll("#replay-results table.replays tbody tr").length === 1`, 30*time.Second)
+	row := eval[map[string]string](b, `({...document.querySelector("#replay-results table.replays tbody tr").dataset})`)
+	if row["execution"] != original || row["output"] != "false" || row["writes"] != "true" {
+		t.Fatalf("the replay's row %v: want the output to differ and the write set not", row)
+	}
+	if status := eval[string](b, `document.getElementById("replay-status").textContent`); !strings.Contains(status, "1 differ") {
+		t.Errorf("the status says %q", status)
+	}
+	b.screenshot("replayed")
+	b.follow("#replay-results a.compare", "compare")
+	verdicts := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("#verdicts li")].map((li) => [li.dataset.part, li.dataset.same]))`)
+	if verdicts["output"] != "false" || verdicts["writes"] != "true" {
+		t.Fatalf("verdicts %v: want the output to differ and the write set not", verdicts)
+	}
+	changed := eval[map[string][]string](b, `({left: [...document.querySelectorAll('[data-part="output"] pre[data-side="left"] .changed')].map((l) => l.textContent.trim()),
+		right: [...document.querySelectorAll('[data-part="output"] pre[data-side="right"] .changed')].map((l) => l.textContent.trim())})`)
+	if !containsLine(changed["left"], `"flagged": false`) || !containsLine(changed["right"], `"flagged": true`) {
+		t.Errorf("changed lines %v", changed)
+	}
+	// The replay committed nothing and was recorded beside its original.
+	replays := f.env.ExecutionsWhere(map[string]any{"actionId": f.serverID, "role": "replay"})
+	if len(replays) != 1 || replays[0]["preview"] != true {
+		t.Errorf("replays recorded: %s", at.AsJSON(replays))
+	}
+	b.screenshot("replay-compare")
+}
+
 func containsLine(lines []string, part string) bool {
 	for _, l := range lines {
 		if strings.Contains(l, part) {
@@ -566,4 +611,65 @@ func postGraphQL(t testing.TB, base, token, query string, variables map[string]a
 	if err := json.Unmarshal(raw, out); err != nil {
 		t.Fatalf("graphql: HTTP %d %s", resp.StatusCode, raw)
 	}
+}
+
+// A task's page shows its transcript from the executions beneath it — the
+// model's exchanges, the tool it called and what it answered — and the
+// request that started it lists it under the tasks it started (the
+// startedBy filter).
+func TestTaskTranscriptAndStartedTasks(t *testing.T) {
+	const key = "explorer-model-key"
+	model := at.FakeModel(t, key, func(x modeltest.Exchange) modeltest.Reply {
+		if x.Turn() == 1 {
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{ID: "use-1", Name: "lookup", Input: map[string]any{"account_id": "a7"}}}, StopReason: "tool_use"}
+		}
+		return modeltest.Reply{Text: "Account a7 is not flagged."}
+	})
+	f := newFixtureWith(t, at.Options{Models: at.Providers(model, key)})
+	agentID := at.NewID()
+	f.env.CreateAction(agentID, at.AgentSpec{Name: "reviewer", Model: "review-model", Instructions: "Review the account you are given.",
+		InputSchema: at.Object(map[string]any{"account_id": at.String()}, "account_id"), Tools: []map[string]any{at.Ref("lookup")}}.Input())
+	serverID := at.NewID()
+	f.env.CreateAction(serverID, at.ServerSpec{Name: "reviews", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("reviewer")}}.Input())
+	reply := f.env.Post("reviews", f.env.Token(principal, "alice"), at.Request{Method: "tools/call",
+		Capabilities: map[string]any{"extensions": map[string]any{mcpkit.TasksExtension: map[string]any{}}},
+		Params:       map[string]any{"name": "reviewer", "arguments": map[string]any{"account_id": "a7"}}})
+	taskID, _ := at.Dig(reply.Result(), "task", "taskId").(string)
+	if taskID == "" {
+		taskID, _ = at.Dig(reply.Result(), "taskId").(string)
+	}
+	if taskID == "" {
+		t.Fatalf("the agent's call: %s", reply)
+	}
+	at.WaitFor(t, "the task to succeed", time.Minute, func() bool {
+		e := f.env.Execution(taskID)
+		return e != nil && e["status"] == "SUCCEEDED"
+	})
+	request := f.env.ExecutionsWhere(map[string]any{"actionId": serverID, "method": "tools/call"})[0]["id"].(string)
+	if started := f.env.ExecutionsWhere(map[string]any{"startedBy": request}); len(started) != 1 || started[0]["id"] != taskID {
+		t.Fatalf("startedBy %s lists %s", request, at.AsJSON(started))
+	}
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/execution/"+request), "execution")
+	b.waitFor("the started task", `document.querySelectorAll("table.started tbody tr").length === 1`, 15*time.Second)
+	b.follow("table.started a.started-task", "execution")
+	b.waitFor("the transcript", `document.querySelectorAll("#transcript li.turn").length > 0`, 15*time.Second)
+	turns := eval[[]map[string]string](b, `[...document.querySelectorAll("#transcript li.turn")].map((li) => ({kind: li.dataset.kind, text: li.innerText}))`)
+	var kinds []string
+	all := ""
+	for _, turn := range turns {
+		kinds = append(kinds, turn["kind"])
+		all += turn["text"] + "\n"
+	}
+	want := []string{"system", "user", "assistant", "tool", "user", "assistant"}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("transcript turns %v, want %v:\n%s", kinds, want, all)
+	}
+	for _, part := range []string{"Review the account you are given.", "a7", "\u2192 lookup", "Called lookup", `"flagged": false`, "Account a7 is not flagged."} {
+		if !strings.Contains(all, part) {
+			t.Errorf("the transcript lacks %q:\n%s", part, all)
+		}
+	}
+	b.screenshot("transcript")
 }

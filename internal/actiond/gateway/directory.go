@@ -28,7 +28,7 @@ type Registry interface {
 // so that an unpinned reference still resolves to the latest version at
 // every request.
 func Resolve(s *store.Store, registry Registry, compiled *action.Cache) Directory {
-	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}, principals: map[serverKey]cachedPrincipal{}}
+	return &directory{store: s, registry: registry, compiled: compiled, servers: map[serverKey]*resolved{}, principals: map[serverKey]cachedPrincipal{}, replays: map[replayKey]*resolved{}}
 }
 
 type directory struct {
@@ -39,6 +39,7 @@ type directory struct {
 	mu         sync.Mutex
 	servers    map[serverKey]*resolved
 	principals map[serverKey]cachedPrincipal
+	replays    map[replayKey]*resolved
 }
 
 type cachedPrincipal struct {
@@ -148,6 +149,13 @@ func (d *directory) resolve(ctx context.Context, account, name string) (*resolve
 	if err != nil {
 		return nil, fmt.Errorf("compile server %q: %w", name, err)
 	}
+	return d.build(ctx, resolver, account, target, compiled)
+}
+
+// build resolves a server version's tools, skills and templates: the
+// server as every request to that version sees it before who asks.
+func (d *directory) build(ctx context.Context, resolver action.Resolver, account string, target action.Target, compiled *action.Compiled) (*resolved, error) {
+	def := target.Definition
 	tools, err := d.tools(ctx, resolver, def)
 	if err != nil {
 		return nil, err
@@ -169,6 +177,10 @@ func (d *directory) resolve(ctx context.Context, account, name string) (*resolve
 	if def.MCP.Limits != nil {
 		server.CallsPerMinute = def.MCP.Limits.CallsPerMinute
 	}
+	if server.Skills, err = d.skills(ctx, resolver, def, tools); err != nil {
+		return nil, err
+	}
+	server.Templates = templates(def, tools)
 	return &resolved{server: server, document: action.Document(target)}, nil
 }
 

@@ -30,6 +30,13 @@ func implementation(server *Server) *mcp.Implementation {
 func (h *Handler) serverOptions(server *Server) *mcp.ServerOptions {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	caps.AddExtension(mcpkit.TasksExtension, map[string]any{})
+	if server.offersResources() {
+		caps.Resources = &mcp.ResourceCapabilities{}
+	}
+	if server.offersSkills() {
+		caps.Prompts = &mcp.PromptCapabilities{}
+		caps.AddExtension(mcpkit.SkillsExtension, map[string]any{})
+	}
 	return &mcp.ServerOptions{
 		Instructions:              server.Instructions,
 		Capabilities:              caps,
@@ -43,15 +50,19 @@ func (h *Handler) serverOptions(server *Server) *mcp.ServerOptions {
 }
 
 // serves says whether the server answers a method at a protocol revision.
-// Every server answers discovery, tools and the Tasks extension; resources,
-// prompts and skills come with skills and resource templates (a later
-// issue). server/discover exists from 2026-07-28 on, and the handshake
+// Every server answers discovery, tools and the Tasks extension; resources
+// come with skills or resource templates, prompts and the Skills extension
+// with skills. server/discover exists from 2026-07-28 on, and the handshake
 // (initialize, ping) only before it: the other revision's method is refused
 // here with the fixed -32601, not left to the SDK's own wording.
 func (s *Server) serves(method, version string) bool {
 	switch method {
 	case "tools/list", "tools/call", "tasks/get", "tasks/update", "tasks/cancel":
 		return true
+	case "resources/list", "resources/read", "resources/templates/list":
+		return s.offersResources()
+	case "prompts/list", "prompts/get", mcpkit.MethodListSkills, mcpkit.MethodGetSkill:
+		return s.offersSkills()
 	case "server/discover":
 		return version >= newProtocol
 	case "initialize", "ping":

@@ -25,32 +25,37 @@ const (
 
 // The platform's error identifiers, carried in error.data.code.
 const (
-	errServerNotFound     = "mcp_server_not_found"
-	errSessionInvalid     = "mcp_session_invalid"
-	errRequestMismatched  = "mcp_request_mismatched"
-	errSessionClosed      = "session_closed"
-	errRateLimited        = "mcp_rate_limited"
-	errTransaction        = "mcp_transaction_error"
-	errDeadline           = "mcp_request_deadline"
-	errToolNotDeclared    = engine.CodeToolNotDeclared
-	errTaskNotFound       = "mcp_task_not_found"
-	errTaskRequired       = "mcp_task_required"
-	errMethodNotFound     = "mcp_method_not_found"
-	errForbidden          = "mcp_forbidden"
-	errUnauthorized       = "mcp_unauthorized"
-	errTooLarge           = "mcp_request_too_large"
-	errNotRecorded        = "mcp_record_failed"
-	errInternal           = "mcp_internal_error"
-	errBadRequest         = "mcp_bad_request"
-	errIntentRequired     = "intent_required"
-	errIntentInvalid      = "intent_invalid"
-	errInputInvalid       = engine.CodeInputInvalid
-	errOutputInvalid      = engine.CodeOutputInvalid
-	errToolUnavailable    = "tool_unavailable"
-	errToolFailed         = engine.CodeFailure
-	errAccessDenied       = "ACCESS_DENIED"
-	errUnsupportedVersion = "mcp_unsupported_version"
-	errHeaderMismatch     = "mcp_header_mismatch"
+	errServerNotFound      = "mcp_server_not_found"
+	errSessionInvalid      = "mcp_session_invalid"
+	errRequestMismatched   = "mcp_request_mismatched"
+	errSessionClosed       = "session_closed"
+	errRateLimited         = "mcp_rate_limited"
+	errTransaction         = "mcp_transaction_error"
+	errDeadline            = "mcp_request_deadline"
+	errToolNotDeclared     = engine.CodeToolNotDeclared
+	errTaskNotFound        = "mcp_task_not_found"
+	errTaskRequired        = "mcp_task_required"
+	errMethodNotFound      = "mcp_method_not_found"
+	errForbidden           = "mcp_forbidden"
+	errUnauthorized        = "mcp_unauthorized"
+	errTooLarge            = "mcp_request_too_large"
+	errNotRecorded         = "mcp_record_failed"
+	errInternal            = "mcp_internal_error"
+	errBadRequest          = "mcp_bad_request"
+	errIntentRequired      = "intent_required"
+	errIntentInvalid       = "intent_invalid"
+	errInputInvalid        = engine.CodeInputInvalid
+	errOutputInvalid       = engine.CodeOutputInvalid
+	errToolUnavailable     = "tool_unavailable"
+	errToolFailed          = engine.CodeFailure
+	errAccessDenied        = "ACCESS_DENIED"
+	errUnsupportedVersion  = "mcp_unsupported_version"
+	errHeaderMismatch      = "mcp_header_mismatch"
+	errResourceNotFound    = "mcp_resource_not_found"
+	errResourceUnavailable = "mcp_resource_unavailable"
+	errSkillSuperseded     = "mcp_skill_superseded"
+	errPromptNotFound      = "mcp_prompt_not_found"
+	errLoadDenied          = "mcp_skill_denied"
 	// errAbandoned is what another process records for a request whose
 	// process stopped serving it (package tasks).
 	errAbandoned = "mcp_request_abandoned"
@@ -59,48 +64,58 @@ const (
 // messages are the fixed sentence of each code: an error's message never
 // depends on the request; what the request named goes in error.data.
 var messages = map[string]string{
-	errServerNotFound:     "No MCP server of that name can be reached at this endpoint.",
-	errSessionInvalid:     "This session's input no longer matches how the server maps requests to sessions; the session must be closed before it can be used again.",
-	errRequestMismatched:  "The request does not carry what this server groups its sessions by.",
-	errSessionClosed:      "This session is closed.",
-	errRateLimited:        "This session made too many calls in the last minute.",
-	errTransaction:        "The request could not be admitted while many requests wanted the same session; retry it.",
-	errDeadline:           "The request passed the server's response timeout.",
-	errToolNotDeclared:    "This server does not offer that tool.",
-	errTaskNotFound:       "No such task can be reached from this session.",
-	errTaskRequired:       "This call runs as a task, which needs the MCP Tasks extension.",
-	errMethodNotFound:     "This server does not serve that method.",
-	errForbidden:          "The principal may not invoke this MCP server.",
-	errUnauthorized:       "A valid bearer token for this region's MCP endpoints is required.",
-	errTooLarge:           "The request is too large to record.",
-	errNotRecorded:        "The request's record could not be committed, so its result was not sent.",
-	errInternal:           "The server failed to serve the request.",
-	errBadRequest:         "The request is not a valid MCP request.",
-	errUnsupportedVersion: "The request's protocol version is not supported.",
-	errHeaderMismatch:     "The request's MCP headers do not match its body.",
+	errServerNotFound:      "No MCP server of that name can be reached at this endpoint.",
+	errSessionInvalid:      "This session's input no longer matches how the server maps requests to sessions; the session must be closed before it can be used again.",
+	errRequestMismatched:   "The request does not carry what this server groups its sessions by.",
+	errSessionClosed:       "This session is closed.",
+	errRateLimited:         "This session made too many calls in the last minute.",
+	errTransaction:         "The request could not be admitted while many requests wanted the same session; retry it.",
+	errDeadline:            "The request passed the server's response timeout.",
+	errToolNotDeclared:     "This server does not offer that tool.",
+	errTaskNotFound:        "No such task can be reached from this session.",
+	errTaskRequired:        "This call runs as a task, which needs the MCP Tasks extension.",
+	errMethodNotFound:      "This server does not serve that method.",
+	errForbidden:           "The principal may not invoke this MCP server.",
+	errUnauthorized:        "A valid bearer token for this region's MCP endpoints is required.",
+	errTooLarge:            "The request is too large to record.",
+	errNotRecorded:         "The request's record could not be committed, so its result was not sent.",
+	errInternal:            "The server failed to serve the request.",
+	errBadRequest:          "The request is not a valid MCP request.",
+	errUnsupportedVersion:  "The request's protocol version is not supported.",
+	errHeaderMismatch:      "The request's MCP headers do not match its body.",
+	errResourceNotFound:    "No resource of this server has that URI.",
+	errResourceUnavailable: "This resource's tool can write in its current version, so the server cannot let a host read it without asking.",
+	errSkillSuperseded:     "This skill has a newer version at another URI.",
+	errPromptNotFound:      "This server has no prompt of that name.",
+	errLoadDenied:          "The principal or the server may not load this skill.",
 }
 
 // hints say what the caller can do next: every code has one.
 var hints = map[string]string{
-	errServerNotFound:     "Check the server's name in the endpoint's URL, and that you may read it; a disabled server is not reachable.",
-	errTaskNotFound:       "Use a taskId that a call in this session returned.",
-	errMethodNotFound:     "Call server/discover (or initialize) for what this server offers.",
-	errUnauthorized:       "Sign in again, or send a bearer token whose aud is this region's MCP endpoints.",
-	errInternal:           "Retry the request; if it keeps failing, ask the operator to read actiond's log.",
-	errBadRequest:         "Send one JSON-RPC 2.0 request object with its method and params.",
-	errUnsupportedVersion: "Speak one of the protocol versions in data.supported.",
-	errHeaderMismatch:     "Send Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers that repeat what the body says.",
-	errSessionInvalid:     "Ask the server's owner to close the session with closeSession, or to include every field of mcp.session.start.input in session.id.",
-	errRequestMismatched:  "Send the _meta fields the server's session mapping reads.",
-	errSessionClosed:      "Start a new conversation or ask the server's owner why the session was closed.",
-	errRateLimited:        "Wait for the time in Retry-After before the next request.",
-	errTransaction:        "Retry the request unchanged.",
-	errDeadline:           "Make the call do less, or ask the server's owner to raise execution.responseTimeout.",
-	errToolNotDeclared:    "Call tools/list for the tools this server offers.",
-	errTaskRequired:       "Declare the io.modelcontextprotocol/tasks extension in the request's client capabilities, or use a server that lists get_task and cancel_task.",
-	errForbidden:          "Ask an administrator for INVOKE on this server's action.",
-	errNotRecorded:        "Retry the request; nothing it did was committed.",
-	errTooLarge:           "Send a smaller request.",
+	errServerNotFound:      "Check the server's name in the endpoint's URL, and that you may read it; a disabled server is not reachable.",
+	errTaskNotFound:        "Use a taskId that a call in this session returned.",
+	errMethodNotFound:      "Call server/discover (or initialize) for what this server offers.",
+	errUnauthorized:        "Sign in again, or send a bearer token whose aud is this region's MCP endpoints.",
+	errInternal:            "Retry the request; if it keeps failing, ask the operator to read actiond's log.",
+	errBadRequest:          "Send one JSON-RPC 2.0 request object with its method and params.",
+	errUnsupportedVersion:  "Speak one of the protocol versions in data.supported.",
+	errHeaderMismatch:      "Send Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers that repeat what the body says.",
+	errSessionInvalid:      "Ask the server's owner to close the session with closeSession, or to include every field of mcp.session.start.input in session.id.",
+	errRequestMismatched:   "Send the _meta fields the server's session mapping reads.",
+	errSessionClosed:       "Start a new conversation or ask the server's owner why the session was closed.",
+	errRateLimited:         "Wait for the time in Retry-After before the next request.",
+	errTransaction:         "Retry the request unchanged.",
+	errDeadline:            "Make the call do less, or ask the server's owner to raise execution.responseTimeout.",
+	errToolNotDeclared:     "Call tools/list for the tools this server offers.",
+	errTaskRequired:        "Declare the io.modelcontextprotocol/tasks extension in the request's client capabilities, or use a server that lists get_task and cancel_task.",
+	errForbidden:           "Ask an administrator for INVOKE on this server's action.",
+	errNotRecorded:         "Retry the request; nothing it did was committed.",
+	errTooLarge:            "Send a smaller request.",
+	errResourceNotFound:    "Call resources/list and resources/templates/list for the URIs this server serves.",
+	errResourceUnavailable: "Ask the server's owner to pin a read-only version of the template's tool in the server's reference.",
+	errSkillSuperseded:     "Read the skill's current URI, in data.current, or list the skills again.",
+	errPromptNotFound:      "Call prompts/list for the prompts this server offers.",
+	errLoadDenied:          "Ask an administrator for INVOKE on the skill's action.",
 }
 
 // rpcError is a JSON-RPC error with the platform's code in data. Its coded

@@ -68,6 +68,11 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 		h.refuse(w, r, ex, rerr)
 		return
 	}
+	// A replay evaluates the original principal's policies with the
+	// original request's claims.
+	if len(ex.who.Claims) > 0 {
+		ex.setInvocation("claims", ex.who.Claims)
+	}
 	// The SDK detaches its handlers from the HTTP request's context and
 	// answers nothing once that context ends, so it gets the request's own
 	// context; the work the middleware does runs under ex.ctx, bounded by

@@ -53,6 +53,7 @@ func (s *sdkServers) handler(server *Server) http.Handler {
 func (s *sdkServers) newServer(server *Server) *mcp.Server {
 	sdk := mcp.NewServer(implementation(server), s.h.serverOptions(server))
 	s.h.addTaskMethods(sdk)
+	s.h.addSkillMethods(sdk)
 	sdk.AddReceivingMiddleware(s.h.middleware)
 	return sdk
 }
@@ -77,6 +78,18 @@ func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "tools/call":
 			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
 			result, err = h.callTool(run, ex, params)
+		case "resources/list":
+			result = h.listResources(ex)
+		case "resources/templates/list":
+			result = h.listTemplates(ex)
+		case "resources/read":
+			params, _ := req.GetParams().(*mcp.ReadResourceParams)
+			result, err = h.readResource(run, ex, params)
+		case "prompts/list":
+			result = h.listPrompts(ex)
+		case "prompts/get":
+			params, _ := req.GetParams().(*mcp.GetPromptParams)
+			result, err = h.getPrompt(run, ex, params)
 		case "initialize":
 			result, err = next(ctx, method, req)
 			if init, ok := result.(*mcp.InitializeResult); ok {

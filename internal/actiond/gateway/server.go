@@ -8,6 +8,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/skill"
 )
 
 // Server is an MCP server as one request sees it: the server's action at its
@@ -36,7 +37,44 @@ type Server struct {
 	Claims map[string]any
 	// Tools in reference order, including those left out of listings.
 	Tools []*Tool
+	// Skills are the skill references that resolve to an available skill,
+	// in reference order, each rendered beside this server's tools.
+	Skills []*Skill
+	// Templates are mcp.resources in order, each with the tool that reads
+	// it; one whose tool can no longer be offered or can write is kept,
+	// unavailable, so that its reads are refused with its URI.
+	Templates []*Template
 }
+
+// Skill is one of a server's skills at the version its reference resolves
+// to, rendered.
+type Skill struct {
+	Name   string
+	Target action.Target
+	File   skill.File
+}
+
+// Template is one mcp.resources entry, resolved.
+type Template struct {
+	Spec   action.ResourceTemplate
+	Parsed *action.URITemplate
+	// Tool reads the template's resources; nil when the tool is not offered.
+	Tool *Tool
+	// MIMEType is what the tool's output schema fixes, or empty.
+	MIMEType string
+	// Unavailable: the tool's current version can write, or is not
+	// offered, so the template is left out and its reads refused.
+	Unavailable bool
+}
+
+// offersResources: skills or resource templates (ACT-087, ACT-090).
+func (s *Server) offersResources() bool {
+	return len(s.Definition.Skills) > 0 || (s.Definition.MCP != nil && len(s.Definition.MCP.Resources) > 0)
+}
+
+// offersSkills: prompts and the Skills extension come with skills
+// (ACT-088, ACT-089).
+func (s *Server) offersSkills() bool { return len(s.Definition.Skills) > 0 }
 
 // Tool is one tool reference of a server, resolved.
 type Tool struct {

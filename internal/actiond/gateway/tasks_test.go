@@ -48,9 +48,9 @@ func TestAgentCallAnswersWithATask(t *testing.T) {
 		env.CreateAction(agentID, at.AgentSpec{Name: "summarize", Model: "summary-model", OutputSchema: summaryOutput,
 			InputSchema: at.Object(map[string]any{"topic": at.String(), "requested_by": at.String()}, "topic")}.Input())
 		serverID := at.NewID()
-		env.CreateAction(serverID, at.ServerSpec{Name: "agents", Intent: "NONE", Policies: at.Everything(),
+		env.CreateAction(serverID, at.ServerSpec{Name: "agent-tasks", Intent: "NONE", Policies: at.Everything(),
 			Tools: []map[string]any{at.RefFixed("summarize", map[string]any{"requested_by": "execution.input.subject"})}}.Input())
-		s := env.ConnectTasks("agents", env.Token(principal, "alice"), at.Revision2026, true)
+		s := env.ConnectTasks("agent-tasks", env.Token(principal, "alice"), at.Revision2026, true)
 		if _, ok := s.InitializeResult().Capabilities.Extensions[mcpkit.TasksExtension]; !ok {
 			t.Errorf("server/discover lacks the Tasks extension")
 		}

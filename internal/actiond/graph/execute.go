@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/graph/generated"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
@@ -43,6 +44,8 @@ type Env struct {
 	// Natives describes the native tools the engine runs, for a server's
 	// offered tools; nil lists none.
 	Natives NativeTools
+	// Replayer reruns recorded MCP requests (replayExecution); nil refuses.
+	Replayer Replayer
 }
 
 // IDs makes IDs.
@@ -117,6 +120,9 @@ type request struct {
 
 	mu      sync.Mutex
 	records []RecordWrite
+	// drafts are the replay drafts this operation validated, by server,
+	// version and content.
+	drafts map[string]action.Target
 }
 
 type requestKey struct{}

@@ -46,13 +46,14 @@ func executionQueryOf(where *model.ExecutionWhere) (executionQuery, error) {
 	set(&f.ActionID, where.ActionID)
 	set(&f.SessionID, where.SessionID)
 	set(&f.ParentID, where.ParentID)
+	set(&f.StartedBy, where.StartedBy)
 	set(&f.Caller, where.Caller)
 	set(&q.method, where.Method)
 	set(&q.tool, where.Tool)
 	if where.Role != nil {
-		roles := []string{store.RoleRequest, store.RoleRefusal, store.RoleCall, store.RoleTask}
+		roles := []string{store.RoleRequest, store.RoleRefusal, store.RoleCall, store.RoleTask, store.RoleReplay}
 		if !slices.Contains(roles, *where.Role) {
-			return q, badRequest("where.role", "%q is not a role: use request, refusal, call or task", *where.Role)
+			return q, badRequest("where.role", "%q is not a role: use request, refusal, call, task or replay", *where.Role)
 		}
 		f.Role = *where.Role
 	}

@@ -58,6 +58,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Natives describes the native tools the engine runs (Env.Natives).
 	Natives NativeTools
+	// Replayer reruns recorded MCP requests (Env.Replayer).
+	Replayer Replayer
 }
 
 type handler struct {
@@ -167,7 +169,7 @@ func (h *handler) serve(ctx context.Context, account string, who *auth.Identity,
 		}
 		access = &principal
 	}
-	env := Env{Store: h.opts.Store, Work: work, Account: account, Access: *access, Clock: h.opts.Clock, IDs: h.opts.IDs, RecordWrites: true, Natives: h.opts.Natives}
+	env := Env{Store: h.opts.Store, Work: work, Account: account, Access: *access, Clock: h.opts.Clock, IDs: h.opts.IDs, RecordWrites: true, Natives: h.opts.Natives, Replayer: h.opts.Replayer}
 	resp := run(ctx, env, req)
 	if len(resp.Errors) > 0 || resp.DryRun || len(work.Writes()) == 0 && len(resp.Records) == 0 {
 		return resp

@@ -15,6 +15,10 @@ import (
 // executionRecord is an execution record as the API shows it (model.Execution).
 type executionRecord struct {
 	rec *store.Execution
+	// children, when loaded, are the calls beneath it, given rather than
+	// read: a replay's, which commit with the operation that made them.
+	children []*store.Execution
+	loaded   bool
 
 	once       sync.Once
 	writeSet   []*model.WriteSetEntry
@@ -154,19 +158,22 @@ func readable(ctx context.Context, access Access, write store.Write) bool {
 // may read.
 func (e *executionRecord) Calls(ctx context.Context) ([]model.Execution, error) {
 	st := current(ctx)
-	var children []*store.Execution
-	err := st.env.Store.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		children, err = tx.Executions(ctx, store.ExecutionFilter{Account: st.env.Account, ParentID: e.rec.ID})
-		return err
-	})
+	children := topLevel(e.children, e.rec.ID)
+	var err error
+	if !e.loaded {
+		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			children, err = tx.Executions(ctx, store.ExecutionFilter{Account: st.env.Account, ParentID: e.rec.ID})
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := make([]model.Execution, 0, len(children))
 	for _, child := range children {
 		if st.env.Access.Allowed(ctx, policy.Select, registry.ResourceExecution, child) {
-			out = append(out, &executionRecord{rec: child})
+			out = append(out, &executionRecord{rec: child, children: e.children, loaded: e.loaded})
 		}
 	}
 	return out, nil

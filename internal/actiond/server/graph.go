@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/incusspawn/isx/internal/actiond/engine"
+	"github.com/incusspawn/isx/internal/actiond/gateway"
 	"github.com/incusspawn/isx/internal/actiond/graph"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -90,4 +91,18 @@ func (f operationFailure) ToolFailure() *engine.Failure {
 		details = append(details, detail)
 	}
 	return engine.NewFailure(code, strings.Join(messages, "\n"), hint).WithDetail(details)
+}
+
+// replayer lets the API replay recorded requests through the MCP endpoint.
+type replayer struct{ endpoint *gateway.Handler }
+
+func (r replayer) Replay(ctx context.Context, req graph.ReplayRequest) (*graph.ReplayResult, error) {
+	out, err := r.endpoint.Replay(ctx, gateway.Replay{
+		Account: req.Account, Original: req.Original, Calls: req.Calls, Server: req.Server, Draft: req.Draft,
+		Replayer: gateway.ReplayPrincipal{Root: req.Root, Principal: req.Principal, Subject: req.Subject, Client: req.Client, Claims: req.Claims, Layers: req.Layers},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &graph.ReplayResult{Execution: out.Execution, Calls: out.Calls}, nil
 }

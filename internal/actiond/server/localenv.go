@@ -13,6 +13,8 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The local environment's actions have fixed IDs, so that several actiond
@@ -29,6 +31,49 @@ const (
 //go:embed audit.star
 var auditSource string
 
+//go:embed skills.yaml
+var skillsSource []byte
+
+// defaultSkillIDs are the fixed IDs of the default server's skills, in the
+// order skills.yaml gives them.
+var defaultSkillIDs = []string{
+	"00000000-0000-4000-8000-000000000011", "00000000-0000-4000-8000-000000000012", "00000000-0000-4000-8000-000000000013",
+	"00000000-0000-4000-8000-000000000014", "00000000-0000-4000-8000-000000000015", "00000000-0000-4000-8000-000000000016",
+}
+
+type skillSource struct {
+	Name         string                `yaml:"name"`
+	Description  string                `yaml:"description"`
+	Tools        []string              `yaml:"tools"`
+	Instructions string                `yaml:"instructions"`
+	Examples     []action.SkillExample `yaml:"examples"`
+}
+
+// defaultSkills are the default server's skills, read from skills.yaml.
+func defaultSkills() ([]action.Definition, error) {
+	var sources []skillSource
+	if err := yaml.Unmarshal(skillsSource, &sources); err != nil {
+		return nil, fmt.Errorf("local environment: skills.yaml: %w", err)
+	}
+	if len(sources) != len(defaultSkillIDs) {
+		return nil, fmt.Errorf("local environment: skills.yaml has %d skills for %d IDs", len(sources), len(defaultSkillIDs))
+	}
+	var out []action.Definition
+	for _, src := range sources {
+		examples := make([]any, len(src.Examples))
+		for i, e := range src.Examples {
+			examples[i] = map[string]any{"situation": e.Situation, "resolution": e.Resolution, "reason": e.Reason}
+		}
+		def := action.Definition{Name: src.Name, Description: src.Description, Kind: action.KindSkill,
+			Config: map[string]any{"instructions": src.Instructions, "examples": examples}}
+		for _, tool := range src.Tools {
+			def.Tools = append(def.Tools, action.ToolRef{Name: tool})
+		}
+		out = append(out, def)
+	}
+	return out, nil
+}
+
 // installLocalEnvironment creates the local principal, the audit tool and the
 // default MCP server when they do not exist yet. They are ordinary actions:
 // change them with updateAction.
@@ -40,10 +85,20 @@ func installLocalEnvironment(ctx context.Context, st *store.Store, c clock.Clock
 			return fmt.Errorf("local environment: principal %s: %w", LocalPrincipal, err)
 		}
 	}
-	for _, def := range []struct {
+	skills, err := defaultSkills()
+	if err != nil {
+		return err
+	}
+	type install struct {
 		id  string
 		def action.Definition
-	}{{AuditToolID, auditTool()}, {DefaultServerID, defaultServer(everything)}} {
+	}
+	installs := []install{{AuditToolID, auditTool()}}
+	for i, skill := range skills {
+		installs = append(installs, install{defaultSkillIDs[i], skill})
+	}
+	installs = append(installs, install{DefaultServerID, defaultServer(everything, skills)})
+	for _, def := range installs {
 		if _, err := registry.Action(ctx, w, def.id, 0); err == nil {
 			continue
 		}
@@ -57,7 +112,7 @@ func installLocalEnvironment(ctx context.Context, st *store.Store, c clock.Clock
 	if len(w.Writes()) == 0 {
 		return nil
 	}
-	err := st.Write(ctx, func(tx *store.Tx) error { return tx.Apply(ctx, w) })
+	err = st.Write(ctx, func(tx *store.Tx) error { return tx.Apply(ctx, w) })
 	if errors.Is(err, store.ErrConflict) {
 		return nil // another process installed them first
 	}
@@ -69,15 +124,20 @@ type rootWriter struct{}
 
 func (rootWriter) Check(context.Context, policy.Request) error { return nil }
 
-func defaultServer(everything []policy.Policy) action.Definition {
+func defaultServer(everything []policy.Policy, skills []action.Definition) action.Definition {
+	var refs []action.SkillRef
+	for _, skill := range skills {
+		refs = append(refs, action.SkillRef{Name: skill.Name})
+	}
 	return action.Definition{
+		Skills:      refs,
 		Name:        "default",
 		Description: "The local environment's MCP server: the platform's API, CEL and the session's own audit trail.",
 		Kind:        action.KindMCP,
 		Config:      map[string]any{},
 		MCP: &action.MCP{
 			Name:         "default",
-			Instructions: "Tools for working with this local environment through its GraphQL API. State your intent with every call; audit reads this session's own record back.",
+			Instructions: "Tools for working with this local environment through its GraphQL API. State your intent with every call; audit reads this session's own record back. Load the skill basics first: the skills explain how to build, verify and serve tools here.",
 			Session: &action.MCPSession{Start: &action.SessionStart{Input: map[string]string{
 				"principal": "execution.input.principal",
 				"subject":   "execution.input.subject",

@@ -171,7 +171,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Process: s.Process, IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
 	})
 	s.endpoint = endpoint
-	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools})
+	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools, Replayer: replayer{endpoint}})
 
 	page, err := explorer.Handler()
 	if err != nil {

@@ -30,6 +30,7 @@ const (
 	RoleRefusal = "refusal" // a request refused after its token was checked
 	RoleCall    = "call"    // a call of a tool, beneath a request or another call
 	RoleTask    = "task"    // a started execution: a callable agent's run
+	RoleReplay  = "replay"  // a recorded request run again: preview, in no session
 )
 
 // ErrSettled is returned when an execution that should still be RUNNING was
@@ -184,6 +185,8 @@ type ExecutionFilter struct {
 	ActionID  string
 	SessionID string
 	ParentID  string
+	// StartedBy selects what a request started: its tasks.
+	StartedBy string
 	Role      string
 	Status    string
 	Caller    string
@@ -212,6 +215,9 @@ func (tx *Tx) Executions(ctx context.Context, f ExecutionFilter) ([]*Execution, 
 	}
 	if f.SessionID != "" {
 		add("session_id = ?", f.SessionID)
+	}
+	if f.StartedBy != "" {
+		add("started_by = ?", f.StartedBy)
 	}
 	if f.ParentID != "" {
 		add("parent_id = ?", f.ParentID)

@@ -109,10 +109,11 @@ type ComplexityRoot struct {
 	}
 
 	ActionsMutation struct {
-		CloseSession func(childComplexity int, actionID string, sessionID string) int
-		CreateAction func(childComplexity int, id string, input map[string]any) int
-		DeleteAction func(childComplexity int, id string) int
-		UpdateAction func(childComplexity int, id string, input map[string]any) int
+		CloseSession    func(childComplexity int, actionID string, sessionID string) int
+		CreateAction    func(childComplexity int, id string, input map[string]any) int
+		DeleteAction    func(childComplexity int, id string) int
+		ReplayExecution func(childComplexity int, executionID string, version *int, draft map[string]any, model *model.ReplayModel) int
+		UpdateAction    func(childComplexity int, id string, input map[string]any) int
 	}
 
 	ActionsQuery struct {
@@ -146,6 +147,14 @@ type ComplexityRoot struct {
 	ExecutionEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	ExecutionReplay struct {
+		Original        func(childComplexity int) int
+		OutputChanged   func(childComplexity int) int
+		Replay          func(childComplexity int) int
+		ServerVersion   func(childComplexity int) int
+		WriteSetChanged func(childComplexity int) int
 	}
 
 	ExecutionSettings struct {
@@ -735,6 +744,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.DeleteAction(childComplexity, args["id"].(string)), true
+	case "ActionsMutation.replayExecution":
+		if e.ComplexityRoot.ActionsMutation.ReplayExecution == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_replayExecution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.ReplayExecution(childComplexity, args["executionId"].(string), args["version"].(*int), args["draft"].(map[string]any), args["model"].(*model.ReplayModel)), true
 	case "ActionsMutation.updateAction":
 		if e.ComplexityRoot.ActionsMutation.UpdateAction == nil {
 			break
@@ -877,6 +897,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ExecutionEdge.Node(childComplexity), true
+
+	case "ExecutionReplay.original":
+		if e.ComplexityRoot.ExecutionReplay.Original == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionReplay.Original(childComplexity), true
+	case "ExecutionReplay.outputChanged":
+		if e.ComplexityRoot.ExecutionReplay.OutputChanged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionReplay.OutputChanged(childComplexity), true
+	case "ExecutionReplay.replay":
+		if e.ComplexityRoot.ExecutionReplay.Replay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionReplay.Replay(childComplexity), true
+	case "ExecutionReplay.serverVersion":
+		if e.ComplexityRoot.ExecutionReplay.ServerVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionReplay.ServerVersion(childComplexity), true
+	case "ExecutionReplay.writeSetChanged":
+		if e.ComplexityRoot.ExecutionReplay.WriteSetChanged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionReplay.WriteSetChanged(childComplexity), true
 
 	case "ExecutionSettings.responseTimeout":
 		if e.ComplexityRoot.ExecutionSettings.ResponseTimeout == nil {
@@ -2092,6 +2143,49 @@ type Principal {
   policies: [Policy!]!
   version: Int!
 }
+
+# ----------------------------------------------------------------- replay
+
+"Where a rerun's model answers come from. A request's replay involves no model, so only LIVE is accepted."
+enum ReplayModel {
+  LIVE
+  RECORDED
+}
+
+extend type ActionsMutation {
+  """
+  Reruns a recorded MCP request (an execution of role request) against a
+  later version of its server (version) or an unpublished definition (draft,
+  merged over the server's latest version as updateAction merges), reading
+  current data. Its writes are always rolled back and recorded as write
+  sets; it records no request in any session. A reference without a version
+  calls the version the original request used, a pinned one its pin. The
+  replayer needs INVOKE on the server, and the replay runs under both the
+  replayer's policies and the original principal's, evaluated with the
+  original request's claims, then the server's and each tool's.
+  """
+  replayExecution(executionId: ID!, version: Int, draft: ActionUpdateInput, model: ReplayModel): ExecutionReplay!
+}
+
+"A replay beside the request it reran."
+type ExecutionReplay {
+  original: ActionExecution!
+  "The replay's record (role replay, preview, in no session), with its calls beneath it."
+  replay: ActionExecution!
+  "The server version replayed against; null for a draft."
+  serverVersion: Int
+  "Whether the replay answered otherwise than the original (the result without its _meta, or the error)."
+  outputChanged: Boolean!
+  "Whether the replay's calls wrote other rows or values than the original's."
+  writeSetChanged: Boolean!
+}
+
+# ---------------------------------------------------------- execution filters
+
+extend input ExecutionWhere {
+  "Executions started by this request: the tasks a tools/call or an invoke started."
+  startedBy: ID
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2244,6 +2338,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_deleteAction(ctx, field)
 	case "closeSession":
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
+	case "replayExecution":
+		return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -2312,6 +2408,22 @@ func (ec *executionContext) childFields_ExecutionEdge(ctx context.Context, field
 		return ec.fieldContext_ExecutionEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ExecutionEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_ExecutionReplay(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "original":
+		return ec.fieldContext_ExecutionReplay_original(ctx, field)
+	case "replay":
+		return ec.fieldContext_ExecutionReplay_replay(ctx, field)
+	case "serverVersion":
+		return ec.fieldContext_ExecutionReplay_serverVersion(ctx, field)
+	case "outputChanged":
+		return ec.fieldContext_ExecutionReplay_outputChanged(ctx, field)
+	case "writeSetChanged":
+		return ec.fieldContext_ExecutionReplay_writeSetChanged(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ExecutionReplay", field.Name)
 }
 
 func (ec *executionContext) childFields_ExecutionSettings(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2817,6 +2929,44 @@ func (ec *executionContext) field_ActionsMutation_deleteAction_args(ctx context.
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_replayExecution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "executionId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["executionId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "version",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["version"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "draft",
+		func(ctx context.Context, v any) (map[string]any, error) {
+			return ec.unmarshalOActionUpdateInput2map(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["draft"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "model",
+		func(ctx context.Context, v any) (*model.ReplayModel, error) {
+			return ec.unmarshalOReplayModel2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐReplayModel(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["model"] = arg3
 	return args, nil
 }
 
@@ -4873,6 +5023,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_closeSession(ctx contex
 	return fc, nil
 }
 
+func (ec *executionContext) _ActionsMutation_replayExecution(ctx context.Context, field graphql.CollectedField, obj model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return obj.ReplayExecution(fc.Args["executionId"].(string), fc.Args["version"].(*int), fc.Args["draft"].(map[string]any), fc.Args["model"].(*model.ReplayModel))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ExecutionReplay) graphql.Marshaler {
+			return ec.marshalNExecutionReplay2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionReplay(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_replayExecution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ExecutionReplay(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_replayExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionsQuery_list(ctx context.Context, field graphql.CollectedField, obj *model.ActionsQuery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5399,6 +5593,139 @@ func (ec *executionContext) fieldContext_ExecutionEdge_node(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ExecutionReplay_original(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionReplay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionReplay_original(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Original, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Execution) graphql.Marshaler {
+			return ec.marshalNActionExecution2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionReplay_original(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ExecutionReplay",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionExecution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ExecutionReplay_replay(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionReplay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionReplay_replay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replay, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Execution) graphql.Marshaler {
+			return ec.marshalNActionExecution2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionReplay_replay(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ExecutionReplay",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionExecution(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ExecutionReplay_serverVersion(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionReplay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionReplay_serverVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ServerVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionReplay_serverVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExecutionReplay", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ExecutionReplay_outputChanged(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionReplay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionReplay_outputChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputChanged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionReplay_outputChanged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExecutionReplay", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ExecutionReplay_writeSetChanged(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionReplay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionReplay_writeSetChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WriteSetChanged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionReplay_writeSetChanged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExecutionReplay", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _ExecutionSettings_responseTimeout(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionSettings) (ret graphql.Marshaler) {
@@ -9261,7 +9588,7 @@ func (ec *executionContext) unmarshalInputExecutionWhere(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"actionId", "sessionId", "parentId", "preview", "role", "status", "caller", "method", "tool", "startedAfter", "startedBefore"}
+	fieldsInOrder := [...]string{"actionId", "sessionId", "parentId", "preview", "role", "status", "caller", "method", "tool", "startedAfter", "startedBefore", "startedBy"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9345,6 +9672,13 @@ func (ec *executionContext) unmarshalInputExecutionWhere(ctx context.Context, ob
 				return it, err
 			}
 			it.StartedBefore = data
+		case "startedBy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedBy"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedBy = data
 		}
 	}
 	return it, nil
@@ -10399,6 +10733,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "replayExecution":
+			out.Values[i] = ec._ActionsMutation_replayExecution(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10645,6 +10984,59 @@ func (ec *executionContext) _ExecutionEdge(ctx context.Context, sel ast.Selectio
 			}
 		case "node":
 			out.Values[i] = ec._ExecutionEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var executionReplayImplementors = []string{"ExecutionReplay"}
+
+func (ec *executionContext) _ExecutionReplay(ctx context.Context, sel ast.SelectionSet, obj *model.ExecutionReplay) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, executionReplayImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ExecutionReplay")
+		case "original":
+			out.Values[i] = ec._ExecutionReplay_original(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replay":
+			out.Values[i] = ec._ExecutionReplay_replay(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "serverVersion":
+			out.Values[i] = ec._ExecutionReplay_serverVersion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "outputChanged":
+			out.Values[i] = ec._ExecutionReplay_outputChanged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "writeSetChanged":
+			out.Values[i] = ec._ExecutionReplay_writeSetChanged(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -12330,6 +12722,14 @@ func (ec *executionContext) marshalNExecutionEdge2ᚖgithubᚗcomᚋincusspawn�
 	return ec._ExecutionEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNExecutionReplay2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionReplay(ctx context.Context, sel ast.SelectionSet, v *model.ExecutionReplay) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ExecutionReplay!")
+		return graphql.Null
+	}
+	return ec._ExecutionReplay(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNExecutionSettings2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionSettings(ctx context.Context, sel ast.SelectionSet, v *model.ExecutionSettings) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ExecutionSettings!")
@@ -13013,6 +13413,14 @@ func (ec *executionContext) marshalOActionExecution2githubᚗcomᚋincusspawnᚋ
 	return ec._ActionExecution(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOActionUpdateInput2map(ctx context.Context, v any) (map[string]any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputActionUpdateInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOApprovalInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐApprovalInput(ctx context.Context, v any) (*model.ApprovalInput, error) {
 	if v == nil {
 		return nil, nil
@@ -13299,6 +13707,22 @@ func (ec *executionContext) marshalOPrincipal2ᚖgithubᚗcomᚋincusspawnᚋisx
 		return graphql.Null
 	}
 	return ec._Principal(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOReplayModel2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐReplayModel(ctx context.Context, v any) (*model.ReplayModel, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.ReplayModel)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOReplayModel2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐReplayModel(ctx context.Context, sel ast.SelectionSet, v *model.ReplayModel) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOSession2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐSession(ctx context.Context, sel ast.SelectionSet, v model.Session) graphql.Marshaler {

@@ -42,6 +42,19 @@ type ExecutionEdge struct {
 	Node   Execution `json:"node"`
 }
 
+// A replay beside the request it reran.
+type ExecutionReplay struct {
+	Original Execution `json:"original"`
+	// The replay's record (role replay, preview, in no session), with its calls beneath it.
+	Replay Execution `json:"replay"`
+	// The server version replayed against; null for a draft.
+	ServerVersion *int `json:"serverVersion,omitempty"`
+	// Whether the replay answered otherwise than the original (the result without its _meta, or the error).
+	OutputChanged bool `json:"outputChanged"`
+	// Whether the replay's calls wrote other rows or values than the original's.
+	WriteSetChanged bool `json:"writeSetChanged"`
+}
+
 type ExecutionSettings struct {
 	// The response timeout in seconds.
 	ResponseTimeout int `json:"responseTimeout"`
@@ -80,6 +93,8 @@ type ExecutionWhere struct {
 	StartedAfter *time.Time `json:"startedAfter,omitempty"`
 	// Started before this time.
 	StartedBefore *time.Time `json:"startedBefore,omitempty"`
+	// Executions started by this request: the tasks a tools/call or an invoke started.
+	StartedBy *string `json:"startedBy,omitempty"`
 }
 
 type KVValue struct {
@@ -504,6 +519,62 @@ func (e *PolicyEffect) UnmarshalJSON(b []byte) error {
 }
 
 func (e PolicyEffect) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a rerun's model answers come from. A request's replay involves no model, so only LIVE is accepted.
+type ReplayModel string
+
+const (
+	ReplayModelLive     ReplayModel = "LIVE"
+	ReplayModelRecorded ReplayModel = "RECORDED"
+)
+
+var AllReplayModel = []ReplayModel{
+	ReplayModelLive,
+	ReplayModelRecorded,
+}
+
+func (e ReplayModel) IsValid() bool {
+	switch e {
+	case ReplayModelLive, ReplayModelRecorded:
+		return true
+	}
+	return false
+}
+
+func (e ReplayModel) String() string {
+	return string(e)
+}
+
+func (e *ReplayModel) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ReplayModel(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ReplayModel", str)
+	}
+	return nil
+}
+
+func (e ReplayModel) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ReplayModel) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ReplayModel) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

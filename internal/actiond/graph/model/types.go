@@ -24,6 +24,7 @@ type (
 		UpdateAction(id string, input map[string]any) (Action, error)
 		DeleteAction(id string) (Action, error)
 		CloseSession(actionID string, sessionID string) (Session, error)
+		ReplayExecution(executionID string, version *int, draft map[string]any, model *ReplayModel) (*ExecutionReplay, error)
 	}
 	KVMutation interface {
 		Put(namespace string, key string, value JSON) (*KVValue, error)

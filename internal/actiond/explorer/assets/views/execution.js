@@ -2,7 +2,8 @@
 // received, its call tree by lineage with each call's effective input,
 // output or error and write set (rows the viewer may not read only
 // counted), what rolled back, its uses; a refusal's reason; a task's
-// transcript when the record has one.
+// transcript: the agent's model exchanges, skill loads and tool calls, which
+// its record keeps as the executions beneath it.
 import {h, append, badge, duration, note, pre, section, table, time} from '../dom.js';
 import {gql} from '../api.js';
 import {link} from '../app.js';
@@ -10,7 +11,7 @@ import {outcome, previewMark, refusalOf, statusBadge, toolOf} from './common.js'
 
 export const DEPTH = 4;
 
-const callFields = `id actionId actionName actionVersion role status caller input output error invocation preview
+const callFields = `id actionId actionName actionVersion role eventType status caller input output error invocation preview
   rolledBackByExecutionId parentId startedAt endedAt startedBy
   writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }`;
 
@@ -25,10 +26,14 @@ const query = `query ExplorerExecution($id: ID!) {
     mcpRequest { method params id principal subject client protocolVersion intent }
     ${nested(DEPTH)} } }`;
 
+const startedQuery = `query ExplorerStarted($id: ID!) {
+  actions { executions(where: { startedBy: $id }, first: 100) { edges { node { id actionName actionVersion role status preview startedAt endedAt } } } } }`;
+
 const subtreeQuery = `query ExplorerCalls($id: ID!) { execution(id: $id) { id ${nested(DEPTH)} } }`;
 
 export async function executionView(ctx, el, id) {
-  const data = await gql(query, {id}, {signal: ctx.signal});
+  const [data, started] = await Promise.all([gql(query, {id}, {signal: ctx.signal}),
+    gql(startedQuery, {id}, {signal: ctx.signal}).then((d) => d.actions.executions.edges.map((x) => x.node))]);
   const e = data.execution;
   if (!e) throw new Error('No execution ' + id + ' that you may read.');
   // A request's action is its server; a call's is a tool, reached through
@@ -60,6 +65,7 @@ export async function executionView(ctx, el, id) {
     e.error ? section('Error', pre(e.error, 'json error')) : null,
     e.invocation ? section('What the run recorded about itself', pre(e.invocation)) : null,
     transcript(e),
+    started.length ? section('Tasks it started', startedTasks(started)) : null,
     section('Call tree', callTree(ctx, e)),
     e.role !== 'request' ? section('Write set', writeSet(e)) : null,
     section('Uses', uses(e)),
@@ -90,14 +96,59 @@ function refusal(e) {
       ` more refusals of this principal and subject were only counted (unrecorded_refusals) in the window opened ${r.window}.`) : null);
 }
 
-// transcript shows an agent's exchanges when its record carries them: a
-// task's execution keeps its transcript in its invocation.
+// transcript shows a task's run in order from the executions beneath it:
+// each model exchange's new messages and answer, each skill it loaded, each
+// tool it called with what it answered.
 function transcript(e) {
-  const t = e.invocation && (e.invocation.transcript || e.invocation.messages);
-  if (e.role !== 'task' && !t) return null;
-  if (!t) return section('Transcript', note('This task recorded no transcript yet.'));
-  return section('Transcript', h('ol', {class: 'transcript'}, (Array.isArray(t) ? t : [t]).map((m) =>
-    h('li', {class: 'turn ' + (m.role || '')}, h('span', {class: 'label'}, m.role || ''), pre(m.content !== undefined ? m.content : m)))));
+  if (e.role !== 'task') return null;
+  const steps = (e.calls || []).filter((c) => c.actionName !== undefined);
+  if (!steps.length) return section('Transcript', note(e.status === 'QUEUED' ? 'The task has not started yet.' : 'This task recorded no step yet.'));
+  const turns = [];
+  for (const c of steps) {
+    if (c.eventType === 'model.exchange') {
+      const input = c.input || {};
+      if (input.system) turns.push(turn('system', 'Instructions', input.system, c));
+      // An exchange records what was added since the one before: the
+      // previous answer, shown already, and what the model is told now.
+      for (const m of input.messages || []) if (m.role === 'user') turns.push(turn('user', 'Told the model', blocks(m.content), c));
+      if (c.output) turns.push(turn('assistant', 'The model answered (turn ' + input.turn + ')', blocks(c.output.content), c));
+      if (c.error) turns.push(turn('error', 'The exchange failed', c.error, c));
+    } else if (c.eventType === 'skill.load') {
+      turns.push(turn('skill', 'Loaded the skill', `${c.actionName} v${c.actionVersion}`, c));
+    } else {
+      turns.push(turn('tool', 'Called ' + c.actionName, c.error ? {input: c.input, error: c.error} : {input: c.input, output: c.output}, c));
+    }
+  }
+  return section('Transcript', h('ol', {class: 'transcript', id: 'transcript'}, turns));
+}
+
+function turn(kind, label, content, c) {
+  return h('li', {class: 'turn ' + kind, dataset: {kind, execution: c.id}},
+    h('span', {class: 'label'}, label, ' '), h('a', {href: link(['execution', c.id]), class: 'turn-link'}, 'open'),
+    typeof content === 'string' ? h('pre', {class: 'text', tabindex: 0}, content) : pre(content));
+}
+
+// blocks renders a message's content blocks as text: what was said, which
+// tool was asked for with which input, and what a tool answered.
+function blocks(content) {
+  return (content || []).map((b) => {
+    if (b.type === 'text') return b.text;
+    if (b.type === 'tool_use') return `\u2192 ${b.name} ${JSON.stringify(b.input)}`;
+    if (b.type === 'tool_result') return `\u2190 ${b.isError ? '(error) ' : ''}${b.content}`;
+    return JSON.stringify(b);
+  }).join('\n');
+}
+
+// startedTasks are the tasks a request (or an invoke beneath it) started,
+// each linking to its own page and transcript.
+function startedTasks(tasks) {
+  return table([
+    ['Task', (t) => h('a', {href: link(['execution', t.id]), class: 'started-task'}, t.id.slice(0, 8))],
+    ['Agent', (t) => [t.actionName, ' v' + t.actionVersion]],
+    ['Status', (t) => [statusBadge(t), ' ', previewMark(t)]],
+    ['Started', (t) => time(t.startedAt)],
+    ['Took', (t) => duration(t.startedAt, t.endedAt)],
+  ], tasks, {class: 'started', rowAttrs: (t) => ({dataset: {execution: t.id, status: t.status}})});
 }
 
 function callTree(ctx, e) {

@@ -1,12 +1,16 @@
 // Replay: pick recent requests of a server, replay them against a later
-// version or a draft, and compare each original with its replay. The API's
-// replayExecution arrives with the replay issue; until this actiond has it,
-// the view says so and compares requests that were already recorded, such
-// as the same call before and after a change.
-import {h, append, field, note, section, table, time} from '../dom.js';
+// version or a draft with replayExecution, and compare each original with
+// its replay side by side (the compare view). An actiond whose API lacks
+// replayExecution gets a note, and two recorded requests can still be
+// compared.
+import {h, append, badge, field, note, section, table, time} from '../dom.js';
 import {gql, hasField} from '../api.js';
 import {link} from '../app.js';
 import {previewMark, requestFields, statusBadge, toolOf} from './common.js';
+
+const replayMutation = `mutation ExplorerReplayRun($id: ID!, $version: Int, $draft: ActionUpdateInput) {
+  actions { replayExecution(executionId: $id, version: $version, draft: $draft) {
+    original { id } replay { id status } serverVersion outputChanged writeSetChanged } } }`;
 
 const query = `query ExplorerReplay($id: ID!) {
   action(id: $id) { id name version history { version modified }
@@ -30,20 +34,54 @@ export async function replayView(ctx, el, id) {
     location.hash = link(['compare', a, b]);
   }}, 'Compare two picked requests');
 
+  const results = h('div', {id: 'replay-results'});
+
+  // run replays each picked request, one after another: each replay is a
+  // mutation of its own, recorded beside its original.
   async function run() {
-    // The replay issue defines replayExecution; its answer is a replay
-    // execution, compared with the original here.
-    status.textContent = 'Replay is not offered by this actiond yet.';
+    const ids = requests.filter((r) => picked.has(r.id)).map((r) => r.id);
+    if (!ids.length) { status.textContent = 'Pick the requests to replay.'; return; }
+    const against = {};
+    const text = draft.value.trim();
+    if (text) {
+      try { against.draft = JSON.parse(text); } catch (e) { status.textContent = 'The draft is not JSON: ' + e.message; return; }
+    } else {
+      against.version = Number(version.value);
+    }
+    replay.disabled = true;
+    status.textContent = `Replaying ${ids.length} request${ids.length === 1 ? '' : 's'}\u2026`;
+    const rows = [];
+    for (const id of ids) {
+      try {
+        const data = await gql(replayMutation, {id, ...against});
+        rows.push({id, ...data.actions.replayExecution});
+      } catch (e) {
+        rows.push({id, error: e.message});
+      }
+    }
+    replay.disabled = false;
+    const changed = rows.filter((r) => r.outputChanged || r.writeSetChanged).length;
+    const failed = rows.filter((r) => r.error).length;
+    status.textContent = `Replayed ${rows.length - failed} of ${rows.length} against ${text ? 'the draft' : 'v' + against.version}: ` +
+      `${changed} differ${failed ? `, ${failed} could not be replayed` : ''}.`;
+    results.replaceChildren(section('Replays', table([
+      ['Original', (r) => h('a', {href: link(['execution', r.id])}, r.id.slice(0, 8))],
+      ['Replay', (r) => r.error ? h('span', {class: 'error'}, r.error) : h('a', {href: link(['execution', r.replay.id])}, r.replay.id.slice(0, 8))],
+      ['Output', (r) => r.error ? '' : verdict(r.outputChanged)],
+      ['Write set', (r) => r.error ? '' : verdict(r.writeSetChanged)],
+      ['', (r) => r.error ? '' : h('a', {class: 'compare', href: link(['compare', r.id, r.replay.id])}, 'Compare side by side')],
+    ], rows, {class: 'replays', rowAttrs: (r) => ({dataset: {execution: r.id, output: r.error ? 'error' : String(!r.outputChanged), writes: r.error ? 'error' : String(!r.writeSetChanged)}})})));
   }
 
   append(el, [
     h('h1', {}, 'Replay requests of ', server.name),
-    canReplay ? null : note('This actiond\u2019s API has no replayExecution yet: replaying arrives with the replay issue. ' +
-      'Pick two recorded requests to compare them side by side meanwhile.', 'warn'),
+    canReplay ? null : note('This actiond\u2019s API has no replayExecution. ' +
+      'Pick two recorded requests to compare them side by side instead.', 'warn'),
     h('form', {class: 'filters', onsubmit: (e) => e.preventDefault()},
       field('Against version', version), field('Or a draft (JSON)', draft),
       h('div', {class: 'actions'}, replay, compare)),
     status,
+    results,
     section('Recent tool calls', requests.length ? table([
       ['Pick', (r) => h('input', {type: 'checkbox', class: 'pick', 'aria-label': 'Pick request ' + r.id, dataset: {execution: r.id},
         onchange: (e) => { if (e.target.checked) picked.add(r.id); else picked.delete(r.id); }})],
@@ -55,4 +93,8 @@ export async function replayView(ctx, el, id) {
       ['Principal', (r) => [r.caller, ' / ', r.subject]],
     ], requests, {class: 'replay', rowAttrs: (r) => ({dataset: {execution: r.id}})}) : note('No tool call recorded yet.')),
   ]);
+}
+
+function verdict(changed) {
+  return changed ? h('strong', {class: 'differs'}, 'differs') : badge('the same', 'succeeded');
 }
