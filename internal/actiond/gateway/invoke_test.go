@@ -522,8 +522,8 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		spec := at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
 			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}
 		env.CreateAction(agentID, spec.Input())
-		serverID := builderServer(env, "agents", at.Ref("get_task"), at.Ref("cancel_task"))
-		s := env.Connect("agents", env.Token(principal, "alice"), at.Revision2026)
+		serverID := builderServer(env, "agent-desk", at.Ref("get_task"), at.Ref("cancel_task"))
+		s := env.Connect("agent-desk", env.Token(principal, "alice"), at.Revision2026)
 
 		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "preview-1"}})
 		answer := structured(res)
@@ -560,7 +560,7 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 			t.Errorf("get_task of the finished agent: %v %s", read.IsError, text(read))
 		}
 		// ACT-454, ACT-455: only the session that started it reads it.
-		other := env.Connect("agents", env.Token(principal, "bob"), at.Revision2026)
+		other := env.Connect("agent-desk", env.Token(principal, "bob"), at.Revision2026)
 		if res := callTool(t, other, "get_task", map[string]any{"task_id": taskID, "intent": "Read another's task."}); !res.IsError || toolErrorCode(res) != "mcp_task_not_found" {
 			t.Errorf("get_task from another session: %v %s %s", res.IsError, toolErrorCode(res), text(res))
 		}
@@ -601,7 +601,7 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		}
 
 		// With the extension, the task itself; a commit commits.
-		ts := env.ConnectTasks("agents", env.Token(principal, "alice"), at.Revision2026, true)
+		ts := env.ConnectTasks("agent-desk", env.Token(principal, "alice"), at.Revision2026, true)
 		created, raw := ts.CallForTask(t, "invoke", map[string]any{"action_id": agentID, "input": map[string]any{"k": "commit-1"}, "commit": true, "intent": "Run the agent for real."})
 		if created == nil || created.Status != mcpkit.TaskWorking {
 			t.Fatalf("invoke with the extension answered %s", asJSON(raw))
