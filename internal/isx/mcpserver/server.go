@@ -92,10 +92,8 @@ type Server struct {
 	keys     keyLocks
 	inflight sync.Map // instance names being created by this process
 
-	limitMu          sync.Mutex
-	pendingInstances int
-	taskMu           sync.Mutex
-	pendingTasks     int
+	taskMu       sync.Mutex
+	pendingTasks int
 
 	notes     sync.Once
 	work      sync.WaitGroup // background work that must end before exit

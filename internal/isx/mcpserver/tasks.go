@@ -22,8 +22,7 @@ func JoinCommand(taskID, instance string) string {
 // observe records what was read of a task from its instance and tells the
 // notifier of a change.
 func (s *Server) observe(instance string, info task.Info) InstanceTask {
-	view := viewOfInfo(info)
-	before := s.tasks.record(instance, view)
+	before, view := s.tasks.record(instance, viewOfInfo(info))
 	if before != view.State {
 		s.notifier.changed(instance, view, before)
 	}
@@ -92,7 +91,7 @@ func (s *Server) taskStatus(ctx context.Context, _ *call, args TaskStatusArgs) (
 		}
 	}
 	view := s.observe(name, *info)
-	out := TaskStatusResult{Instance: name, TaskID: id, Run: info.Run, State: view.State, ExitCode: view.ExitCode}
+	out := TaskStatusResult{Instance: name, TaskID: id, Run: view.Run, State: view.State, ExitCode: view.ExitCode}
 	if info.State != task.StateLost {
 		out.Kind = view.Kind
 		out.JoinCommand = JoinCommand(id, name)
