@@ -90,6 +90,9 @@ func (j *job) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := j.installTools(ctx); err != nil {
+		return err
+	}
 	if err := j.stamp(ctx); err != nil {
 		return err
 	}

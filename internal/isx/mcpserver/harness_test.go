@@ -151,7 +151,7 @@ func builtTemplate(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	b := &build.Builder{Client: incustest.Client().InProject(project), Set: set, Owner: "isx-test", Out: &progress}
+	b := &build.Builder{Client: incustest.Client().InProject(project), Set: set, Owner: "isx-test", Out: &progress, NPMCache: buildtest.NPMCache()}
 	_, err = b.Build(ctx, build.Request{Templates: []string{name}})
 	shared.built[name] = err
 	if err != nil {

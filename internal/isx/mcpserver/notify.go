@@ -209,6 +209,12 @@ func (n *notifier) waitLoop(instance string, w *watcher) {
 		res, err := task.Wait(ctx, n.s.opts.Client, instance, running, watchSlice)
 		restarted := ctx.Err() != nil && n.ctx.Err() == nil
 		cancel()
+		// From here until the next wait begins, every task that starts
+		// (a follow-up run of one just waited for, too) makes it read the
+		// list again.
+		n.mu.Lock()
+		w.waiting, w.cancel = nil, nil
+		n.mu.Unlock()
 		if restarted {
 			continue
 		}

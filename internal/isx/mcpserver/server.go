@@ -141,6 +141,8 @@ func New(opts Options) (*Server, error) {
 	s.addInstanceTools()
 	s.addExecTools()
 	s.addTaskTools()
+	s.addDelegateTools()
+	s.addDiffTools()
 	s.addActivityTools()
 	return s, nil
 }

@@ -99,7 +99,7 @@ func describeTemplate(policy *config.MCP, set *template.Set, built *incus.Instan
 	for _, t := range tools {
 		view.Tools = append(view.Tools, ToolView{Name: t.Name, Model: t.Model})
 	}
-	describeDelegates(&view, policy, name, tools)
+	describeDelegates(&view, policy, name, installedTools(built))
 	if refusal := usable(set, built, name); refusal != nil {
 		view.Reason = refusal.Message
 	}
@@ -147,8 +147,25 @@ func chainTools(set *template.Set, name string) []template.Tool {
 	return template.MergeTools(chain)
 }
 
-// describeDelegates fills the delegate fields of seed 000 that this isx
-// can already tell; delegation itself is not served yet.
+// installedTools are the agents a built template has: its build installed
+// every tool its chain names, or failed. Until it is built there are none.
+func installedTools(built *incus.Instance) []template.Tool {
+	if built == nil {
+		return nil
+	}
+	stamped, err := instance.ParseStamps(built.Config).Tools()
+	if err != nil {
+		return nil
+	}
+	tools := make([]template.Tool, 0, len(stamped))
+	for _, t := range stamped {
+		tools = append(tools, template.Tool{Name: t.Name, Model: t.Model, Workdir: t.Workdir})
+	}
+	return tools
+}
+
+// describeDelegates fills the delegate fields of seed 000: a descriptor
+// per installed agent, the default agent, and whether ask works.
 func describeDelegates(view *TemplateView, policy *config.MCP, name string, tools []template.Tool) {
 	has := map[string]bool{}
 	for _, t := range tools {

@@ -1,0 +1,214 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/proxy"
+	"github.com/incusspawn/isx/internal/isx/template"
+)
+
+// A template's tools are installed at the end of its build, after its own
+// steps: each agent CLI from its npm package in the host's cache, into
+// /opt/isx/<tool> with its command in /usr/local/bin, then configured for
+// the agent user to reach its provider only through the host proxy (the
+// environment the proxy writes at each start, never a credential). A tool
+// that cannot be installed fails the build, which then leaves nothing.
+
+// agentPackages are the pinned CLIs: the native build of each for
+// linux-x64, and where its program is inside the package.
+var agentPackages = map[string]struct {
+	pkg    npmPackage
+	binary string
+}{
+	template.ToolClaude:   {npmPackage{"@anthropic-ai/claude-code-linux-x64", "2.1.328"}, "package/claude"},
+	template.ToolCodex:    {npmPackage{"@openai/codex", "0.171.0-linux-x64"}, "package/vendor/x86_64-unknown-linux-musl/bin/codex"},
+	template.ToolOpencode: {npmPackage{"opencode-linux-x64", "1.18.33"}, "package/bin/opencode"},
+}
+
+// ToolsDir is where tools are installed in a template.
+const ToolsDir = "/opt/isx"
+
+// installTools installs and configures the tools the definition itself
+// names (a parent's are in the copy already); a child that names a tool
+// again installs it again, with its own settings.
+func (j *job) installTools(ctx context.Context) error {
+	for _, tool := range j.def.Tools {
+		if err := j.installTool(ctx, tool); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *job) installTool(ctx context.Context, tool template.Tool) error {
+	spec, ok := agentPackages[tool.Name]
+	if !ok {
+		return failure(CodeToolFailed, j.def.Name, errNoTool, "its tool %s cannot be installed by this isx (only claude, codex and opencode can be)", tool.Name)
+	}
+	tarball, err := fetch(ctx, j.npmCache(), spec.pkg)
+	if err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: %v", tool.Name, err)
+	}
+	f, err := os.Open(tarball)
+	if err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: reading %s", tool.Name, tarball)
+	}
+	defer f.Close()
+	staged := "/var/tmp/isx-tool-" + tool.Name + ".tgz"
+	if err := j.Client.PushFile(ctx, j.instance, staged, f, incus.FileOptions{Mode: 0o600}); err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: copying %s into the build instance", tool.Name, spec.pkg.spec())
+	}
+	dir := path.Join(ToolsDir, tool.Name)
+	script := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s
+tar -xzf %[2]s -C %[1]s || { rm -f %[2]s; echo "the package %[4]s cannot be unpacked here (the image needs tar and gzip)" >&2; exit 1; }
+rm -f %[2]s
+mkdir -p /usr/local/bin && ln -sf %[1]s/%[3]s /usr/local/bin/%[5]s
+`, dir, staged, spec.binary, spec.pkg.spec(), tool.Name)
+	if err := j.step(ctx, step{label: "install " + tool.Name + " (" + spec.pkg.spec() + ")", script: script}); err != nil {
+		return toolStepFailed(err, tool.Name)
+	}
+	check := step{label: tool.Name + " --version runs for the agent user", script: tool.Name + " --version", user: template.UserAgent}
+	if err := j.step(ctx, check); err != nil {
+		return toolStepFailed(err, tool.Name)
+	}
+	return j.configureTool(ctx, tool)
+}
+
+// toolStepFailed keeps a failed step's output and says the tool failed.
+func toolStepFailed(err error, tool string) error {
+	if se, ok := err.(*StepError); ok {
+		se.Step = "install tool " + tool + ": " + se.Step
+	}
+	return err
+}
+
+// configureTool writes the agent user's settings of a tool.
+func (j *job) configureTool(ctx context.Context, tool template.Tool) error {
+	files := map[string]string{}
+	switch tool.Name {
+	case template.ToolClaude:
+		claudeJSON, err := claudeSettings(tool)
+		if err != nil {
+			return err
+		}
+		files[AgentHome+"/.claude.json"] = claudeJSON
+		files[AgentHome+"/.claude/settings.json"] = claudeUserSettings
+	case template.ToolCodex:
+		files[AgentHome+"/.codex/config.toml"] = codexConfig(tool)
+	case template.ToolOpencode:
+		files[AgentHome+"/.config/opencode/opencode.json"] = opencodeConfig(tool)
+	}
+	for _, p := range sortedKeys(files) {
+		err := j.Client.PushFile(ctx, j.instance, p, strings.NewReader(files[p]), incus.FileOptions{Mode: 0o600, UID: AgentUID, GID: AgentGID, MakeParents: true})
+		if err != nil {
+			return failure(CodeToolFailed, j.def.Name, err, "configuring its tool %s: writing %s", tool.Name, p)
+		}
+	}
+	// MakeParents makes directories as root; the agent's own must be its.
+	fix := fmt.Sprintf("for d in .claude .codex .config; do if [ -e %[3]s/$d ]; then chown -R %[1]d:%[2]d %[3]s/$d; fi; done", AgentUID, AgentGID, AgentHome)
+	return j.step(ctx, step{label: "configure " + tool.Name + " for the agent user", script: fix})
+}
+
+// trustedDirs are the directories a tool trusts: the agent's home, its
+// workdir, and every repository it clones.
+func trustedDirs(tool template.Tool) []string {
+	dirs := []string{AgentHome}
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if !path.IsAbs(p) {
+			p = path.Join(AgentHome, p)
+		}
+		for _, d := range dirs {
+			if d == p {
+				return
+			}
+		}
+		dirs = append(dirs, p)
+	}
+	add(tool.Workdir)
+	for _, r := range tool.Repos {
+		add(r.Dir())
+	}
+	return dirs
+}
+
+// claudeSettings is the agent's ~/.claude.json: onboarding done, and the
+// home, the workdir and every cloned repository trusted, so that neither
+// a headless run nor a person joining with claude --resume meets a
+// prompt. The model and the way to the proxy are given at each launch.
+func claudeSettings(tool template.Tool) (string, error) {
+	projects := map[string]any{}
+	for _, d := range trustedDirs(tool) {
+		projects[d] = map[string]any{"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}
+	}
+	raw, err := json.MarshalIndent(map[string]any{
+		"hasCompletedOnboarding":        true,
+		"bypassPermissionsModeAccepted": true,
+		"projects":                      projects,
+	}, "", "  ")
+	return string(raw) + "\n", err
+}
+
+// claudeUserSettings keep Claude Code to its model calls: no telemetry,
+// error reports or update checks, which would only knock at the proxy.
+const claudeUserSettings = `{
+  "env": {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1"
+  }
+}
+`
+
+// codexConfig is the agent's ~/.codex/config.toml: the host proxy's OpenAI
+// route as the provider, its key the instance secret the proxy's
+// environment gives as OPENAI_API_KEY, never an approval prompt, and the
+// trusted directories.
+func codexConfig(tool template.Tool) string {
+	var b strings.Builder
+	if tool.Model != "" {
+		fmt.Fprintf(&b, "model = %q\n", tool.Model)
+	}
+	b.WriteString("model_provider = \"isx\"\napproval_policy = \"never\"\n\n")
+	fmt.Fprintf(&b, "[model_providers.isx]\nname = \"isx host proxy\"\nbase_url = %q\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", proxy.OpenAIBaseURL)
+	for _, d := range trustedDirs(tool) {
+		fmt.Fprintf(&b, "\n[projects.%q]\ntrust_level = \"trusted\"\n", d)
+	}
+	return b.String()
+}
+
+// opencodeConfig is the agent's opencode.json: every permission granted
+// (full access inside the instance) and Anthropic reached through the
+// proxy's route.
+func opencodeConfig(tool template.Tool) string {
+	cfg := map[string]any{
+		"$schema":    "https://opencode.ai/config.json",
+		"permission": map[string]any{"edit": "allow", "bash": "allow", "webfetch": "allow"},
+		"provider": map[string]any{
+			"anthropic": map[string]any{"options": map[string]any{"baseURL": proxy.AnthropicBaseURL + "/v1"}},
+			"openai":    map[string]any{"options": map[string]any{"baseURL": proxy.OpenAIBaseURL}},
+		},
+	}
+	if tool.Model != "" {
+		cfg["model"] = tool.Model
+	}
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	return string(raw) + "\n"
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
