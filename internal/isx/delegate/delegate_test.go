@@ -17,8 +17,9 @@ func stream(t *testing.T, name string) []byte {
 }
 
 // The event streams in testdata were printed by the real CLIs (Claude Code
-// 2.1.328, Codex 0.171.0, Pi 0.73.1) against the fake providers of
-// delegatetest, scripted to run one command and report.
+// 2.1.332, Codex 0.171.0, Pi 0.73.1, opencode 1.18.33) against the fake
+// providers of delegatetest, scripted to run one command and report (home
+// and working directory rewritten to the agent user's).
 
 // ISX-131: Claude's session, its report, turns, usage and cost.
 func TestClaudeStream(t *testing.T) {
@@ -57,13 +58,31 @@ func TestCodexStream(t *testing.T) {
 	}
 }
 
-// ISX-107: Pi's session, report, turns, tokens and cost.
+// ISX-107: Pi's session, report, turns, tokens and cost, over a turn that
+// ran the command and the one that reported; its resumed run names the
+// same session.
 func TestPiStream(t *testing.T) {
 	r := Adapters[Pi].Parse(stream(t, "pi1.jsonl"))
-	if r.SessionID != "01a231ff-4f79-736b-a37c-b2b0b41da704" || r.Text != "REPORT for: pear: add a line" {
+	if r.SessionID != "01a23206-6f4f-73b6-91ec-56c081ab276c" || r.Text != "REPORT for: pear: add a line" || r.Failed {
 		t.Fatalf("report = %+v", r)
 	}
-	if r.Turns == nil || *r.Turns != 1 || r.Usage == nil || r.Usage.InputTokens != 1200 || r.Usage.OutputTokens != 80 || r.Cost == nil || *r.Cost <= 0 {
+	if r.Turns == nil || *r.Turns != 2 || r.Usage == nil || r.Usage.InputTokens != 2400 || r.Usage.OutputTokens != 160 || r.Cost == nil || *r.Cost <= 0 {
+		t.Errorf("turns, usage, cost = %v %+v %v", r.Turns, r.Usage, r.Cost)
+	}
+	resumed := Adapters[Pi].Parse(stream(t, "pi2.jsonl"))
+	if resumed.SessionID != r.SessionID || !strings.Contains(resumed.Text, "quince") {
+		t.Errorf("the resumed run = %+v", resumed)
+	}
+}
+
+// ISX-107, ISX-111: opencode's session from its first event, its report,
+// turns (steps), tokens and cost.
+func TestOpencodeStream(t *testing.T) {
+	r := Adapters[Opencode].Parse(stream(t, "opencode1.jsonl"))
+	if r.SessionID != "ses_dcdf950d1ffe1CctFilo4T0Jjn" || !strings.Contains(r.Text, "grape") || r.Failed {
+		t.Fatalf("report = %+v", r)
+	}
+	if r.Turns == nil || *r.Turns < 1 || r.Usage == nil || r.Usage.InputTokens == 0 || r.Cost == nil || *r.Cost <= 0 {
 		t.Errorf("turns, usage, cost = %v %+v %v", r.Turns, r.Usage, r.Cost)
 	}
 }

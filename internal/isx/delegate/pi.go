@@ -21,6 +21,17 @@ func (piAgent) Argv(l Launch) []string {
 
 func (piAgent) Join(session string) []string { return []string{"pi", "--session", session} }
 
+// SessionFiles is where Pi saves a session: once a file matches, the
+// session can be resumed; until then, or once it is gone, it cannot.
+func (piAgent) SessionFiles(session string) string {
+	return "/home/agent/.pi/agent/sessions/*/*_" + session + ".jsonl"
+}
+
+// Saver is an agent whose session exists to resume only once saved.
+type Saver interface {
+	SessionFiles(session string) string
+}
+
 // Parse reads Pi's JSON events: session (its id), turn_end (a turn),
 // message_end of the assistant (text, usage and cost), agent_end.
 func (piAgent) Parse(stream []byte) Report {

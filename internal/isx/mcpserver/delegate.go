@@ -511,7 +511,19 @@ func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail i
 	d.adapter = adapter
 	stream := joinStream(run.Head, run.Tail, run.Status.StdoutBytes)
 	d.report = adapter.Parse(stream)
-	if d.session == "" && d.report.SessionID != "" && run.Status.Run == 1 {
+	if saver, ok := adapter.(delegate.Saver); ok {
+		// ISX-108..110: Pi's session counts once Pi saved it, and no
+		// longer once it is gone.
+		session := d.session
+		if session == "" && run.Status.Run == 1 {
+			session = d.report.SessionID
+		}
+		if !task.ValidSession(session) || !s.sessionSaved(ctx, name, saver.SessionFiles(session)) {
+			d.session = ""
+			return d, nil
+		}
+	}
+	if d.session == "" && task.ValidSession(d.report.SessionID) && run.Status.Run == 1 {
 		if err := task.SetSession(ctx, s.opts.Client, name, id, d.report.SessionID); err != nil && !errors.Is(err, context.Canceled) {
 			s.warnf("recording the session of task %s: %v", id, err)
 		} else {
@@ -533,4 +545,19 @@ func joinStream(head, tail []byte, size int64) []byte {
 		return append(append([]byte{}, head...), tail[overlap:]...)
 	}
 	return append(append(append([]byte{}, head...), '\n'), tail...)
+}
+
+// sessionSavedScript succeeds when a file matches the pattern.
+const sessionSavedScript = `set +f
+for f in $1; do [ -e "$f" ] && exit 0; done
+exit 1`
+
+// sessionSaved reports whether the agent saved the session in the
+// instance (a file matches pattern).
+func (s *Server) sessionSaved(ctx context.Context, name, pattern string) bool {
+	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
+		Command: []string{"sh", "-c", sessionSavedScript, "isx-saved", pattern},
+		UID:     agentUID, GID: agentGID, Cwd: agentHome, Timeout: 30 * time.Second,
+	})
+	return err == nil && res.ExitCode == 0
 }

@@ -41,9 +41,15 @@ var editScript = delegatetest.Script{
 	Report: func(prompt string) string { return "Done: I appended a line to notes.txt for: " + prompt },
 }
 
-func newAgentWorld(t *testing.T, mcpYAML string) *agentWorld {
+func newAgentWorld(t testing.TB, mcpYAML string) *agentWorld {
 	t.Helper()
-	e := newEnv(t, buildtest.Debian, agentsTemplate)
+	return newWorldOf(t, mcpYAML, agentsTemplate)
+}
+
+// newWorldOf is an agentWorld with the given agents' templates.
+func newWorldOf(t testing.TB, mcpYAML string, templates ...string) *agentWorld {
+	t.Helper()
+	e := newEnv(t, append([]string{buildtest.Debian}, templates...)...)
 	w := &agentWorld{env: e, keys: [2]string{
 		fmt.Sprintf("sk-ant-api03-delegate-%d", time.Now().UnixNano()),
 		fmt.Sprintf("sk-proj-delegate-%d", time.Now().UnixNano()),
@@ -71,7 +77,7 @@ func newAgentWorld(t *testing.T, mcpYAML string) *agentWorld {
 }
 
 // waitFinished waits for the task's finished notification for run.
-func waitFinished(t *testing.T, s *session, taskID string, run int, within time.Duration) TaskChanged {
+func waitFinished(t testing.TB, s *session, taskID string, run int, within time.Duration) TaskChanged {
 	t.Helper()
 	deadline := time.After(within)
 	for {

@@ -199,6 +199,10 @@ func parseSections(raw string) (map[string][]byte, error) {
 // thread names and opencode's ses_… ids fit.
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
+// ValidSession reports whether a session id an agent printed is one isx
+// records and passes on (no spaces, quotes or glob characters).
+func ValidSession(session string) bool { return sessionPattern.MatchString(session) }
+
 // setSessionScript records the agent session a task's stream named.
 // Arguments: id session.
 const setSessionScript = `

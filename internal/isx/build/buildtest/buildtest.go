@@ -30,6 +30,9 @@ const (
 	// DebianChild builds on Debian, makes a git workspace for the agent and
 	// installs Claude Code and Codex.
 	DebianChild = "tpl-test-debian-child"
+	// DebianOthers builds on Debian, makes a git workspace and installs Pi
+	// and opencode.
+	DebianOthers = "tpl-test-debian-others"
 )
 
 // buildTimeout bounds building the test templates (the agents' template

@@ -182,11 +182,13 @@ func (a *Anthropic) messages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.message(req.Model, reply))
 }
 
-// turn is what the fake answers: text, or a Bash tool call (with an id
-// of its own: Claude Code pairs each result with its call by id).
+// turn is what the fake answers: text, or a call of the shell tool (Bash
+// for Claude Code, bash for Pi and opencode) with an id of its own: an
+// agent pairs each result with its call by id.
 type turn struct {
 	text    string
 	command string
+	tool    string
 	id      string
 }
 
@@ -195,16 +197,18 @@ type turn struct {
 // runs the script's command; anything else (a title, a summary) is text.
 func (a *Anthropic) decide(req messagesRequest, tools []string) turn {
 	prompt, afterTool := lastPrompt(req)
-	offered := false
+	shell := ""
 	for _, t := range tools {
-		offered = offered || t == "Bash"
+		if t == "Bash" || t == "bash" {
+			shell = t
+		}
 	}
 	switch {
 	case afterTool:
 		return turn{text: a.Script.Report(prompt)}
-	case offered && a.Script.Command != nil:
+	case shell != "" && a.Script.Command != nil:
 		if cmd := a.Script.Command(prompt); cmd != "" {
-			return turn{command: cmd, id: fmt.Sprintf("toolu_fake%d", len(a.Calls()))}
+			return turn{command: cmd, tool: shell, id: fmt.Sprintf("toolu_fake%d", len(a.Calls()))}
 		}
 	}
 	return turn{text: a.Script.Report(prompt)}
@@ -250,7 +254,7 @@ func (a *Anthropic) usage(output int64) map[string]any {
 func (a *Anthropic) message(model string, t turn) map[string]any {
 	content, stop := []any{map[string]any{"type": "text", "text": t.text}}, "end_turn"
 	if t.command != "" {
-		content = []any{map[string]any{"type": "tool_use", "id": t.id, "name": "Bash", "input": map[string]any{"command": t.command, "description": "run the scripted command"}}}
+		content = []any{map[string]any{"type": "tool_use", "id": t.id, "name": t.tool, "input": map[string]any{"command": t.command, "description": "run the scripted command"}}}
 		stop = "tool_use"
 	}
 	return map[string]any{"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
@@ -274,7 +278,7 @@ func (a *Anthropic) stream(w http.ResponseWriter, model string, t turn) {
 	stop := "end_turn"
 	if t.command != "" {
 		stop = "tool_use"
-		send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": t.id, "name": "Bash", "input": map[string]any{}}})
+		send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": t.id, "name": t.tool, "input": map[string]any{}}})
 		input, _ := json.Marshal(map[string]any{"command": t.command, "description": "run the scripted command"})
 		send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 	} else {
