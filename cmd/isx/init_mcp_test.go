@@ -297,7 +297,8 @@ func TestInitMCPWithoutClaude(t *testing.T) {
 	tm.expect("Set up isx mcp? [y/N]: ")
 	tm.send("y")
 	tm.expect("claude mcp add --scope user isx -- " + isxBinary + " mcp")
-	for range 3 {
+	// The templates with Claude Code or Codex: tpl-dev and the agents' one.
+	for range 2 {
 		tm.expect("]: ")
 		tm.send("")
 	}

@@ -64,6 +64,17 @@ type Builder struct {
 	// NPMCache is the host's cache of npm package tarballs the agent tools
 	// are installed from (NPMCacheDir of the user's home when empty).
 	NPMCache string
+	// Proxy and ProxyDir are the host proxy (config.ProxyDir) through which
+	// a template whose tools name repositories clones them, with the
+	// template's GitHub account. Without them such a template fails to
+	// build, saying so.
+	Proxy    Admitter
+	ProxyDir string
+}
+
+// Admitter has the host proxy serve a running instance's current start.
+type Admitter interface {
+	Admit(ctx context.Context, instance string) error
 }
 
 // Request says what to build.

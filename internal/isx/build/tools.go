@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
@@ -271,4 +272,53 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// cloneScript clones one repository as the agent user through the host
+// proxy, with the proxy's environment of this start: GitHub's credential
+// is the template's account, which the proxy puts in; the instance never
+// has it. It follows the quoted assignments of url and dir.
+const cloneScript = `
+. /etc/profile.d/isx-proxy.sh
+[ -n "${HTTPS_PROXY-}" ] || { echo "the host proxy has not prepared this build instance" >&2; exit 1; }
+if [ -e "$dir/.git" ]; then exit 0; fi
+git clone -q -- "$url" "$dir"`
+
+// cloneRepos clones the repositories the definition's tools name, then
+// takes the build instance off the host proxy: a template holds no way to
+// the proxy of its own (its branches get theirs).
+func (j *job) cloneRepos(ctx context.Context) error {
+	repos := j.repos()
+	if len(repos) == 0 {
+		return nil
+	}
+	if err := j.Proxy.Admit(ctx, j.instance); err != nil {
+		return failure(CodeToolFailed, j.def.Name, err, "the host proxy does not serve the build instance, so its repositories cannot be cloned: %v", err)
+	}
+	for _, r := range repos {
+		dir := r.Dir()
+		if !path.IsAbs(dir) {
+			dir = path.Join(AgentHome, dir)
+		}
+		label := "clone " + r.URL + " into " + dir
+		script := "url=" + shellQuote(r.URL) + "\ndir=" + shellQuote(dir) + cloneScript
+		if err := j.step(ctx, step{label: label, script: script, user: template.UserAgent}); err != nil {
+			return err
+		}
+	}
+	return j.disconnect(ctx)
+}
+
+// disconnect removes the proxy device and its config from the build
+// instance.
+func (j *job) disconnect(ctx context.Context) error {
+	err := j.Client.UpdateInstance(ctx, j.instance, func(inst *incus.Instance) error {
+		delete(inst.Devices, instance.ProxyDevice)
+		delete(inst.Config, "environment."+instance.SecretFileEnv)
+		return nil
+	})
+	if err != nil {
+		return failure(CodeBuildFailed, j.def.Name, err, "taking the build instance off the host proxy")
+	}
+	return nil
 }

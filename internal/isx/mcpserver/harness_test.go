@@ -414,7 +414,7 @@ func (s *session) ok(tool string, args any, out any) map[string]any {
 	// The Incus daemon is shared with other tests and sometimes too busy
 	// to start a container in time; unavailable is the refusal a client
 	// may retry unchanged, so this client does, once.
-	if res.IsError && (tool == "create_instance" || tool == "start_instance") && refusalCode(res) == string(CodeUnavailable) {
+	if res.IsError && (tool == "create_instance" || tool == "start_instance" || tool == "delegate") && refusalCode(res) == string(CodeUnavailable) {
 		s.t.Logf("%s: retrying after %s", tool, resultText(res))
 		res = s.call(tool, args)
 	}
