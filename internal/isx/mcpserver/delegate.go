@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/incusspawn/isx/internal/coded"
@@ -133,19 +134,33 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 	if model == "" {
 		model = tool.Model
 	}
-	if !repeat {
-		if refusal := s.oneAgentAtATime(ctx, name); refusal != nil {
-			return DelegateResult{}, "", refusal
-		}
-		if args.Model != "" && adapter.Name() == delegate.Claude {
-			if refusal := s.preflight(ctx, name, model); refusal != nil {
-				return DelegateResult{}, "", refusal
-			}
-		}
-	}
 	cwd := args.Cwd
 	if cwd == "" {
 		cwd = workdirOf(tool)
+	}
+	record := &task.Delegate{Agent: adapter.Name(), Model: args.Model, Permission: permission}
+	if !repeat {
+		// What must hold before the agent starts, read at once: no agent
+		// already working there, the checkout's HEAD, the model.
+		var (
+			wg                 sync.WaitGroup
+			busy, modelRefusal *Refusal
+			baseErr            error
+		)
+		wg.Go(func() { busy = s.oneAgentAtATime(ctx, name) })
+		wg.Go(func() { record.BaseCommit, baseErr = s.baseCommit(ctx, name, cwd) })
+		if args.Model != "" && adapter.Name() == delegate.Claude {
+			wg.Go(func() { modelRefusal = s.preflight(ctx, name, model) })
+		}
+		wg.Wait()
+		switch {
+		case busy != nil:
+			return DelegateResult{}, "", busy
+		case modelRefusal != nil:
+			return DelegateResult{}, "", modelRefusal
+		case baseErr != nil:
+			return DelegateResult{}, "", baseErr
+		}
 	}
 	release := func() {}
 	if !repeat {
@@ -163,12 +178,8 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 		}
 	}
 	defer release()
-	record := &task.Delegate{Agent: adapter.Name(), Model: args.Model, Permission: permission}
 	launch := delegate.Launch{Prompt: args.Instruction, Model: model, Permission: permission}
 	if !repeat {
-		if record.BaseCommit, err = s.baseCommit(ctx, name, cwd); err != nil {
-			return DelegateResult{}, "", s.startFailed(ctx, name, key, repeat, err)
-		}
 		if adapter.Name() == delegate.Claude {
 			if launch.Session, err = delegate.NewSessionID(s.opts.Random); err != nil {
 				return DelegateResult{}, "", err

@@ -158,6 +158,13 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 	if d.JoinCommand != JoinCommand(d.TaskID, d.Instance) {
 		t.Errorf("join_command %q", d.JoinCommand)
 	}
+	// ISX-153: a repeat with the key returns the same task, in the same
+	// instance, and starts nothing.
+	var again DelegateResult
+	s.ok("delegate", args, &again)
+	if !again.Replayed || again.TaskID != d.TaskID || again.Instance != d.Instance {
+		t.Errorf("the repeat = %+v, first %+v", again, d)
+	}
 	before := w.activity(t, s, d.Instance)
 	n := waitFinished(t, s, d.TaskID, 1, 3*time.Minute)
 	if n.ExitCode == nil || *n.ExitCode != 0 {
@@ -194,7 +201,6 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 	}
 
 	// The follow-up resumes the same session, with the same agent.
-	var again DelegateResult
 	s.ok("send_message", map[string]any{"instance": d.Instance, "task_id": d.TaskID, "message": "cherry: what word did I give you?"}, &again)
 	if again.Run != 2 || again.Agent != agent || again.SessionID != status.SessionID {
 		t.Fatalf("send_message = %+v (session %s)", again, status.SessionID)
@@ -212,10 +218,14 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 		t.Fatalf("the second diff = %+v", patch)
 	}
 
-	// The proxy put the account's key in, and the instance never had it.
+	// ISX-105: the proxy put in the template's claude account for Claude
+	// and its openai account for Codex; the instance never had either.
 	for _, c := range w.calls(agent) {
-		got := c.Headers.Get("X-Api-Key") + c.Headers.Get("Authorization")
-		if !strings.Contains(got, w.keys[0]) && !strings.Contains(got, w.keys[1]) {
+		got, want := c.Headers.Get("X-Api-Key"), w.keys[0]
+		if agent == "codex" {
+			got, want = c.Headers.Get("Authorization"), "Bearer "+w.keys[1]
+		}
+		if got != want {
 			t.Errorf("a %s call arrived with %q, not the account's key", agent, got)
 		}
 	}
