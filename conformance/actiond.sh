@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite against actiond itself: builds
-# cmd/actiond, starts it on loopback over a fresh SQLite database (or a
-# Postgres schema), defines the conformance fixtures through its GraphQL API
-# (see conformance/README.md, "What the conformance server must look like"),
-# mints a token with `actiond token`, and runs scripts/conformance.sh for each
-# revision against conformance/expected-<revision>.txt.
+# cmd/actiond and the fake model provider conformance/fakemodel, starts both
+# on loopback (actiond over a fresh SQLite database or a Postgres schema,
+# configured with the fake provider), defines the conformance fixtures
+# through its GraphQL API (see conformance/README.md, "What the conformance
+# server must look like"; the tasks-* scenarios' callable agents are backed by
+# the fake model), mints a token with `actiond token`, and runs
+# scripts/conformance.sh for each revision against
+# conformance/expected-<revision>.txt; with 2026-07-28 also
+# tasks-required-task-error against a second server that does not list
+# get_task and cancel_task (conformance/expected-tasks-required.txt).
 #
 #   conformance/actiond.sh [--requirements 2026-07-28|2025-11-25]... [--postgres DSN]
 #                          [--keep] [--verbose]
@@ -38,7 +43,7 @@ done
 
 mkdir -p "$cache/bin"
 [[ -f $cache/.gitignore ]] || printf '*\n' >"$cache/.gitignore"
-(cd "$root" && go build -o "$cache/bin/actiond" ./cmd/actiond)
+(cd "$root" && go build -o "$cache/bin/actiond" ./cmd/actiond && go build -o "$cache/bin/fakemodel" ./conformance/fakemodel)
 actiond="$cache/bin/actiond"
 
 work=$(mktemp -d)
@@ -55,12 +60,19 @@ else
 fi
 
 pid=""
+model_pid=""
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	if [[ -n $pid ]] && ((keep == 0)); then
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	fi
+	if [[ -n $model_pid ]] && ((keep == 0)); then
+		kill "$model_pid" 2>/dev/null || true
+		wait "$model_pid" 2>/dev/null || true
+	fi
+	# The last run's logs stay readable after the work directory goes.
+	cp "$work/actiond.log" "$cache/actiond-last.log" 2>/dev/null || true
 	if [[ -n $schema ]] && ((keep == 0)); then
 		psql -q "$postgres" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
 	fi
@@ -72,7 +84,16 @@ if [[ -n $schema ]]; then
 	command -v psql >/dev/null || { echo "actiond.sh: --postgres needs psql" >&2; exit 2; }
 	psql -q "$postgres" -c "CREATE SCHEMA $schema" >/dev/null
 fi
-"$actiond" serve --addr "127.0.0.1:$port" --public-url "$url" "${store[@]}" 2>"$work/actiond.log" &
+"$cache/bin/fakemodel" -addr-file "$work/model.addr" 2>"$work/fakemodel.log" &
+model_pid=$!
+for _ in $(seq 100); do
+	[[ -s $work/model.addr ]] && break
+	kill -0 "$model_pid" 2>/dev/null || { cat "$work/fakemodel.log" >&2; exit 2; }
+	sleep 0.05
+done
+[[ -s $work/model.addr ]] || { echo "actiond.sh: the fake model did not start" >&2; exit 2; }
+printf 'models:\n  - name: anthropic\n    api: anthropic\n    baseURL: %s\n    apiKey: conformance\n' "$(cat "$work/model.addr")" >"$work/actiond.yaml"
+"$actiond" serve --addr "127.0.0.1:$port" --public-url "$url" --config "$work/actiond.yaml" "${store[@]}" 2>"$work/actiond.log" &
 pid=$!
 for _ in $(seq 200); do
 	curl -fsS "$url/healthcheck" >/dev/null 2>&1 && break
@@ -129,19 +150,43 @@ cel_tool 00000000-0000-4000-8000-00000000c006 greet "Greets someone by name." '"
 	'{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
 cel_tool 00000000-0000-4000-8000-00000000c007 confirm_delete "A plain synchronous tool: actiond never asks for input." '"confirmed"'
 
-# The server: intent NONE (the suite sends none), a session from the token
-# only, a limit the suite's bursts stay under.
-create 00000000-0000-4000-8000-00000000c100 "$(jq -n '{
-	name: "conformance", description: "The MCP conformance suite'"'"'s fixtures.", kind: "mcp", config: {},
-	mcp: {name: "conformance", instructions: "Conformance fixtures for the official MCP suite.",
-		session: {start: {input: {principal: "execution.input.principal", subject: "execution.input.subject"}}},
-		mode: "LIVE", intent: "NONE", limits: {callsPerMinute: 100000}},
-	session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
-		id: "string(size(session.input.principal)) + '"'"':'"'"' + session.input.principal + '"'"':'"'"' + session.input.subject"},
-	tools: [{name: "test_simple_text"}, {name: "test_error_handling"}, {name: "test_streaming_elicitation"}, {name: "test_logging_tool"},
-		{name: "json_schema_2020_12_tool"}, {name: "greet"}, {name: "confirm_delete"}],
-	policies: [{effect: "ALLOW", actions: ["*"], resources: ["*"]}]
-}')"
+# The tasks-* scenarios' task-supporting tools: callable agents whose model
+# is conformance/fakemodel, each choosing its answer by the model's name.
+agent() { # id name description model input-schema [output-schema] [retries]
+	create "$1" "$(jq -n --arg n "$2" --arg d "$3" --arg m "$4" --argjson s "$5" --argjson o "${6:-null}" --argjson r "${7:-null}" '
+		{name: $n, description: $d, kind: "agent", config: {},
+			agent: {instructions: ("You are the conformance fixture " + $n + "."), model: {provider: "anthropic", name: $m}},
+			tool: ({inputSchema: $s} + (if $o == null then {} else {outputSchema: $o} end))}
+		+ (if $r == null then {} else {execution: {retries: $r}} end)')"
+}
+agent 00000000-0000-4000-8000-00000000c008 slow_compute "Computes after the given number of seconds, as a task." conformance-compute \
+	'{"type": "object", "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}}}'
+agent 00000000-0000-4000-8000-00000000c009 failing_job "A task whose agent always fails: it ends completed with a tool error." conformance-invalid \
+	'{"type": "object"}' '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}'
+agent 00000000-0000-4000-8000-00000000c00a protocol_error_job "A task whose model is always overloaded: it ends failed." conformance-overloaded \
+	'{"type": "object"}' null 0
+
+# The servers: intent NONE (the suite sends none), a session from the token
+# only, a limit the suite's bursts stay under. conformance lists get_task and
+# cancel_task, so a client without the Tasks extension is answered with a
+# task's text; conformance-no-get-task does not, so such a call is -32021.
+server() { # id name tools-json
+	create "$1" "$(jq -n --arg n "$2" --argjson tools "$3" '{
+		name: $n, description: "The MCP conformance suite'"'"'s fixtures.", kind: "mcp", config: {},
+		mcp: {name: $n, instructions: "Conformance fixtures for the official MCP suite.",
+			session: {start: {input: {principal: "execution.input.principal", subject: "execution.input.subject"}}},
+			mode: "LIVE", intent: "NONE", limits: {callsPerMinute: 100000}},
+		session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
+			id: "string(size(session.input.principal)) + '"'"':'"'"' + session.input.principal + '"'"':'"'"' + session.input.subject"},
+		tools: $tools,
+		policies: [{effect: "ALLOW", actions: ["*"], resources: ["*"]}]
+	}')"
+}
+fixtures='[{"name": "test_simple_text"}, {"name": "test_error_handling"}, {"name": "test_streaming_elicitation"}, {"name": "test_logging_tool"},
+	{"name": "json_schema_2020_12_tool"}, {"name": "greet"}, {"name": "confirm_delete"},
+	{"name": "slow_compute"}, {"name": "failing_job"}, {"name": "protocol_error_job"}]'
+server 00000000-0000-4000-8000-00000000c100 conformance "$(jq '. + [{name: "get_task"}, {name: "cancel_task"}]' <<<"$fixtures")"
+server 00000000-0000-4000-8000-00000000c101 conformance-no-get-task "$fixtures"
 
 token=$("$actiond" token --principal local --subject conformance "${store[@]}")
 endpoint="$url/mcp/v1/000000000000/conformance"
@@ -152,10 +197,17 @@ if ((keep)); then
 fi
 
 status=0
-for revision in "${revisions[@]}"; do
-	CONFORMANCE_TOKEN=$token "$root/scripts/conformance.sh" "$endpoint" --requirements "$revision" "${verbose[@]}" || {
+run() {
+	CONFORMANCE_TOKEN=$token "$root/scripts/conformance.sh" "$@" "${verbose[@]}" || {
 		s=$?
 		((status != 0)) || status=$s
 	}
+}
+for revision in "${revisions[@]}"; do
+	run "$endpoint" --requirements "$revision"
+	if [[ $revision == 2026-07-28 ]]; then
+		run "$url/mcp/v1/000000000000/conformance-no-get-task" --requirements 2026-07-28 \
+			--scenario tasks-required-task-error --expected "$root/conformance/expected-tasks-required.txt"
+	fi
 done
 exit "$status"

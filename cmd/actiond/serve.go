@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/signin"
@@ -27,6 +28,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var db database
 	var addr, public, configPath, cpuProfile string
 	var accessTTL time.Duration
+	var taskOptions server.TaskOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the GraphQL API, the MCP servers and the sign-in",
@@ -42,15 +44,18 @@ func (a *app) serveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), serveSettings{db: &db, addr: addr, public: publicURL(public, addr), config: config, cpuProfile: cpuProfile, accessTTL: accessTTL})
+			return a.serve(cmd.Context(), serveSettings{db: &db, addr: addr, public: publicURL(public, addr), config: config, cpuProfile: cpuProfile, accessTTL: accessTTL, tasks: taskOptions})
 		},
 	}
 	db.register(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
 	cmd.Flags().StringVar(&public, "public-url", "", "URL clients reach actiond at (default http://<addr>); tokens name it as issuer and in aud")
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming further token issuers")
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming further token issuers and the model providers callable agents use")
 	cmd.Flags().DurationVar(&accessTTL, "access-token-ttl", signin.DefaultAccessTTL, "how long a signed-in host's access token lasts; the host refreshes it")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for benchmarks)")
+	cmd.Flags().IntVar(&taskOptions.Workers, "task-workers", 4, "how many tasks (callable agents' runs) this process runs at once")
+	cmd.Flags().DurationVar(&taskOptions.Liveness, "liveness", 15*time.Second, "how long a process may go silent before another settles what it left running")
+	cmd.Flags().DurationVar(&taskOptions.Poll, "task-poll", time.Second, "how often this process looks for tasks other processes queued")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	return cmd
 }
@@ -62,6 +67,7 @@ type serveSettings struct {
 	config     config
 	cpuProfile string
 	accessTTL  time.Duration
+	tasks      server.TaskOptions
 }
 
 func (a *app) serve(ctx context.Context, s serveSettings) error {
@@ -72,6 +78,7 @@ func (a *app) serve(ctx context.Context, s serveSettings) error {
 	srv, err := server.New(ctx, server.Options{
 		Store: s.db.options(false), PublicURL: s.public, Listen: s.addr, Issuers: s.config.Issuers, Logger: logger,
 		SignIn: server.SignIn{DefaultSubject: currentUser(), AccessTTL: s.accessTTL},
+		Models: s.config.Models, Tasks: s.tasks,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot start on %s: %w", s.db.describe(), err)
@@ -152,15 +159,22 @@ func publicURL(flag, addr string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// config is the optional YAML (or JSON) file of further token issuers:
+// config is the optional YAML (or JSON) file of further token issuers and
+// of the model providers callable agents name:
 //
 //	issuers:
 //	  - issuer: https://login.example.com
 //	    jwksURL: https://login.example.com/.well-known/jwks.json
 //	    principal: signin
 //	    audiences: [http://localhost:8080/mcp]
+//	models:
+//	  - name: anthropic
+//	    api: anthropic          # or openai: an OpenAI-compatible chat API
+//	    baseURL: https://api.anthropic.com
+//	    apiKeyEnv: ANTHROPIC_API_KEY
 type config struct {
 	Issuers []auth.IssuerConfig `json:"issuers"`
+	Models  []agent.Provider    `json:"models"`
 }
 
 func loadConfig(path string) (config, error) {

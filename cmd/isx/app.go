@@ -82,6 +82,8 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args:              cobra.NoArgs,
+		RunE:              a.runDefault, // the TUI on a terminal, else this help
 	}
 	cobra.EnableCommandSorting = false
 	root.SetIn(a.stdin)

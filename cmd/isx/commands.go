@@ -16,6 +16,7 @@ func commands(a *app) []*cobra.Command {
 		newDestroyCommand(a),
 		newMCPCommand(a),
 		newProxyCommand(a),
+		newTUICommand(a),
 	}
 }
 

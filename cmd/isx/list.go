@@ -46,6 +46,7 @@ type listing struct {
 
 type templateRow struct {
 	name, source, status string
+	note                 string // why it is stale or invalid, as in notes
 }
 
 // collectListing reads the project's instances in one request and
@@ -69,6 +70,7 @@ func collectListing(ctx context.Context, client *incus.Client, set *template.Set
 	if set != nil {
 		for _, d := range set.Definitions() {
 			row, note := templateStatusRow(set, d, bases[d.Name])
+			row.note = note
 			l.templates = append(l.templates, row)
 			if note != "" {
 				l.notes = append(l.notes, note)

@@ -70,6 +70,14 @@ func run(args []string, getenv func(string) string, logOutput io.Writer) error {
 		// No write timeout: subscriptions/listen and SSE responses stay open.
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	// One connection per request from the suite. With keep-alive, the
+	// suite's client (undici) now and then reused a connection whose
+	// previous exchange it was still tearing down (it aborts every request's
+	// signal once the body is read): about one request in 2,000, under the
+	// concurrent tools/list, prompts/list and discovery a 2026-07-28 run
+	// makes, was cut mid-body ("terminated"), though the server's answer was
+	// whole. Without keep-alive, 8,000 of the same requests all arrived.
+	server.SetKeepAlivesEnabled(false)
 	// Serve owns the listener from here on and closes it when it returns.
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()

@@ -1,7 +1,11 @@
 package mcpkit
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -13,6 +17,20 @@ import (
 
 // TasksExtension is the extension's identifier, under capabilities.extensions.
 const TasksExtension = "io.modelcontextprotocol/tasks"
+
+// The extension's methods. There is no tasks/list and no tasks/result: a
+// completed task's result comes inlined in tasks/get.
+const (
+	MethodGetTask    = "tasks/get"
+	MethodUpdateTask = "tasks/update"
+	MethodCancelTask = "tasks/cancel"
+)
+
+// RequiredTasks is the data.requiredCapabilities of a -32021 refusal that
+// needs the extension: the capabilities object a client must declare.
+func RequiredTasks() map[string]any {
+	return map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}
+}
 
 // TaskStatus is a task's status word, the same in every result.
 type TaskStatus string
@@ -108,3 +126,86 @@ type AckResult struct {
 
 // NewAck is an acknowledgement.
 func NewAck() *AckResult { return &AckResult{ResultType: ResultComplete} }
+
+// NewGetTaskResult is tasks/get's answer for a task.
+func NewGetTaskResult(t Task) *GetTaskResult {
+	return &GetTaskResult{ResultType: ResultComplete, Task: t}
+}
+
+// TimeString is a task's time as the wire carries it: RFC 3339 in UTC, to
+// the millisecond.
+func TimeString(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// AddTaskClient lets a go-sdk client send the extension's methods, with
+// mcp.CallCustomMethod: the SDK implements no Tasks extension of its own.
+// The client's requests declare the extension only when its options'
+// capabilities do (ClientCapabilities.AddExtension(TasksExtension, ...)).
+func AddTaskClient(c *mcp.Client) error {
+	if err := mcp.AddSendingCustomMethod[*TaskParams, *GetTaskResult](c, MethodGetTask); err != nil {
+		return err
+	}
+	if err := mcp.AddSendingCustomMethod[*UpdateTaskParams, *AckResult](c, MethodUpdateTask); err != nil {
+		return err
+	}
+	return mcp.AddSendingCustomMethod[*TaskParams, *AckResult](c, MethodCancelTask)
+}
+
+// ReadCreateTaskResult reads a tools/call result that may be a task: the
+// go-sdk client decodes every tools/call result as a CallToolResult, which
+// has no place for the task's fields, so a caller that wants them reads the
+// raw result. ok is false when the result is not a task.
+func ReadCreateTaskResult(raw json.RawMessage) (result *CreateTaskResult, ok bool, err error) {
+	var probe struct {
+		ResultType string `json:"resultType"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, false, err
+	}
+	if probe.ResultType != ResultTask {
+		return nil, false, nil
+	}
+	result = &CreateTaskResult{}
+	if err := json.Unmarshal(raw, result); err != nil {
+		return nil, false, err
+	}
+	return result, true, nil
+}
+
+// TaskHeaders wraps a client's HTTP transport so that each tasks/* request
+// carries Mcp-Name: <taskId>, as the extension asks of Streamable HTTP: the
+// go-sdk client sets Mcp-Name only for the methods it knows.
+func TaskHeaders(next http.RoundTripper) http.RoundTripper {
+	return taskHeaders{next: next}
+}
+
+type taskHeaders struct{ next http.RoundTripper }
+
+func (t taskHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch r.Header.Get("Mcp-Method") {
+	case MethodGetTask, MethodUpdateTask, MethodCancelTask:
+	default:
+		return t.next.RoundTrip(r)
+	}
+	if r.GetBody == nil || r.Header.Get("Mcp-Name") != "" {
+		return t.next.RoundTrip(r)
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	var request struct {
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &request) == nil && request.Params.TaskID != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Mcp-Name", request.Params.TaskID)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	return t.next.RoundTrip(r)
+}

@@ -51,7 +51,8 @@ type Definition struct {
 	Tools     []ToolRef       `json:"tools,omitempty"`
 	Skills    []SkillRef      `json:"skills,omitempty"`
 	Execution *Execution      `json:"execution,omitempty"`
-	// Triggers and Agent are stored as given.
+	// Triggers are stored as given. Agent is stored as given too, and read
+	// as an AgentBlock for a callable agent (see AgentSettings).
 	Triggers []any          `json:"triggers,omitempty"`
 	Agent    map[string]any `json:"agent,omitempty"`
 	Session  *Session       `json:"session,omitempty"`
@@ -94,6 +95,11 @@ type Execution struct {
 	// ResponseTimeout is a Go duration ("90s", "10m") or an ISO 8601
 	// duration ("PT1M"); see ParseDuration.
 	ResponseTimeout string `json:"responseTimeout,omitempty"`
+	// Retries is how many times a started execution (a callable agent's
+	// task) runs again after an attempt that failed for a reason that can
+	// pass: its worker died, the model's provider was unavailable, its
+	// writes conflicted. Default DefaultRetries.
+	Retries *int `json:"retries,omitempty"`
 }
 
 // Session names the session a request belongs to.
@@ -159,10 +165,15 @@ const (
 	IntentNone     Intent = "NONE"
 )
 
-// Defaults and bounds of execution.responseTimeout.
+// Defaults and bounds of execution.responseTimeout and execution.retries.
 const (
 	DefaultResponseTimeout = time.Minute
 	MaxResponseTimeout     = 10 * time.Minute
+	// An agent runs for minutes: its attempts are bounded by 10 minutes
+	// unless its definition says otherwise.
+	DefaultAgentResponseTimeout = 10 * time.Minute
+	DefaultRetries              = 2
+	MaxRetries                  = 10
 )
 
 // IsEnabled is Enabled, true when unset.
@@ -180,6 +191,23 @@ func (d Definition) ResponseTimeout() time.Duration {
 		return DefaultResponseTimeout
 	}
 	return timeout
+}
+
+// Retries is execution.retries, DefaultRetries when unset.
+func (d Definition) Retries() int {
+	if d.Execution == nil || d.Execution.Retries == nil {
+		return DefaultRetries
+	}
+	return *d.Execution.Retries
+}
+
+// AttemptTimeout bounds one attempt of a started execution: the response
+// timeout, DefaultAgentResponseTimeout for an agent that sets none.
+func (d Definition) AttemptTimeout() time.Duration {
+	if d.Kind == KindAgent && (d.Execution == nil || d.Execution.ResponseTimeout == "") {
+		return DefaultAgentResponseTimeout
+	}
+	return d.ResponseTimeout()
 }
 
 // IsCallableAgent reports an agent with a tool block.

@@ -51,6 +51,7 @@ func Validate(ctx context.Context, def Definition, resolver Resolver, writer Wri
 		v.config,
 		v.policies,
 		v.execution,
+		v.agentBlock,
 		v.serverBlock,
 		v.compile,
 		v.tools,
@@ -244,7 +245,18 @@ func (v *validation) policies() error {
 }
 
 func (v *validation) execution() error {
-	if v.def.Execution == nil || v.def.Execution.ResponseTimeout == "" {
+	if v.def.Execution == nil {
+		return nil
+	}
+	if retries := v.def.Execution.Retries; retries != nil {
+		if *retries < 0 || *retries > MaxRetries {
+			return badRequest("execution.retries", "retries must be 0 to %d", MaxRetries)
+		}
+		if !v.def.IsCallableAgent() {
+			return badRequest("execution.retries", "only a callable agent runs as a started execution that can be retried")
+		}
+	}
+	if v.def.Execution.ResponseTimeout == "" {
 		return nil
 	}
 	timeout, err := ParseDuration(v.def.Execution.ResponseTimeout)
@@ -258,6 +270,17 @@ func (v *validation) execution() error {
 		return badRequest("execution.responseTimeout", "an MCP server's response timeout is at most 10 minutes, not %s", timeout)
 	}
 	return nil
+}
+
+// agentBlock checks what a callable agent runs: its instructions and model.
+// Whether its provider is configured is known only where it runs: an agent
+// whose provider is missing there fails with model_unavailable.
+func (v *validation) agentBlock() error {
+	if !v.def.IsCallableAgent() {
+		return nil
+	}
+	_, err := v.def.AgentSettings()
+	return err
 }
 
 func (v *validation) serverBlock() error {
@@ -313,17 +336,20 @@ func (v *validation) compile() error {
 	return nil
 }
 
-// sessionCoversStart: every field of mcp.session.start.input must be read by
-// session.id, so that two different inputs never share a session id; and
-// every field session.inputSchema requires must be produced by start.input.
+// sessionCoversStart: session.id may read only the fields
+// mcp.session.start.input maps, or every request would be refused as
+// mismatched; and every field session.inputSchema requires must be
+// produced by start.input. A start.input field the id does not read is
+// accepted, as the seed's own example of a later version shows: the
+// sessions whose input it changes are refused with mcp_session_invalid
+// until they are closed.
 func (v *validation) sessionCoversStart() error {
 	start := v.def.MCP.Session.Start.Input
 	fields, whole := v.compiled.sessionID.Fields("session", "input")
 	if !whole {
-		names := slices.Sorted(maps.Keys(start))
-		for _, name := range names {
-			if !slices.Contains(fields, name) {
-				return badRequest("session.id", "session.id does not read session.input.%s, a field of mcp.session.start.input: include every field in the id, or requests with different inputs share a session", name)
+		for _, name := range slices.Sorted(slices.Values(fields)) {
+			if _, ok := start[name]; !ok {
+				return badRequest("session.id", "session.id reads session.input.%s, which mcp.session.start.input does not map: every request would be refused as mismatched; map %s in start.input or stop reading it", name, name)
 			}
 		}
 	}

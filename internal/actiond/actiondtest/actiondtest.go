@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -55,6 +56,12 @@ type Options struct {
 	SignIn server.SignIn
 	// PublicURL overrides the public URL (default the listener's).
 	PublicURL string
+	// Models are the model providers callable agents name (a
+	// modeltest.Server's, as Provider gives it). The environment adds
+	// none: tests never see the machine's provider variables.
+	Models []agent.Provider
+	// Tasks configure the task workers.
+	Tasks server.TaskOptions
 }
 
 // Env is one running actiond.
@@ -93,6 +100,7 @@ func New(t testing.TB, d store.Dialect, opts Options) *Env {
 	}
 	srv, err := server.New(context.Background(), server.Options{
 		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger, SignIn: opts.SignIn,
+		Models: opts.Models, Getenv: func(string) string { return "" }, Tasks: opts.Tasks,
 	})
 	if err != nil {
 		ts.Close()
@@ -234,7 +242,7 @@ func (e *Env) CloseSession(serverID, sessionID string) {
 
 // ExecutionFields are the fields Executions and Execution read.
 const ExecutionFields = `id actionId actionVersion actionName eventType role status caller subject client input output error
-	invocation preview sessionId parentId rolledBackByExecutionId startedAt endedAt
+	invocation preview sessionId parentId startedBy cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
 	writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }
 	mcpRequest { method params id principal subject client protocolVersion intent }
 	calls { id actionId actionVersion actionName status input output error preview parentId rolledBackByExecutionId

@@ -23,6 +23,10 @@ type Call struct {
 	Input map[string]any
 	// ParentID is the request's execution.
 	ParentID string
+	// Server is the MCP server the request was made to, and SessionID the
+	// request's session: the scope of the tasks the call starts or reads.
+	Server    ServerRef
+	SessionID string
 	// Work holds the request's writes; each call's work is nested in it and
 	// merged when the call succeeds.
 	Work    *store.Work
@@ -36,6 +40,10 @@ type Outcome struct {
 	ExecutionID string
 	Output      any
 	Failure     *Failure
+	// Used lists further executions whose output the answer carries: the
+	// agent's, when get_task returns a task's result. Each is a TOOL use of
+	// the request, besides the call's own.
+	Used []string
 }
 
 // Failure is a call error the external agent sees as a tool result with

@@ -38,6 +38,9 @@ type Runner struct {
 	Clock    clock.Clock
 	// Random feeds uuid.New() in the native cel tool.
 	Random io.Reader
+	// Tasks starts, reads and cancels tasks (StartTask, get_task,
+	// cancel_task); nil runs none.
+	Tasks Tasks
 }
 
 // Call runs one tools/call beneath a request.
@@ -50,13 +53,19 @@ func (r *Runner) Call(ctx context.Context, c *Call) Outcome {
 	}
 	run := &request{runner: r, call: c}
 	out := run.run(ctx, target{action: c.Target, compiled: c.Compiled}, c.Input, c.ParentID, c.Work, c.Layers)
-	return Outcome{ExecutionID: out.id, Output: out.output, Failure: out.failure}
+	outcome := Outcome{ExecutionID: out.id, Output: out.output, Failure: out.failure}
+	if out.failure == nil {
+		outcome.Used = run.used
+	}
+	return outcome
 }
 
 // request is the state one tools/call shares with the calls beneath it.
 type request struct {
 	runner *Runner
 	call   *Call
+	// used lists the executions whose output the answer carries.
+	used []string
 }
 
 type target struct {
@@ -107,6 +116,9 @@ func (q *request) run(ctx context.Context, t target, input map[string]any, paren
 	if failure != nil {
 		if ctx.Err() == nil && callCtx.Err() != nil && failure.Code != CodeOutputInvalid {
 			failure = timeoutFailure(t)
+		}
+		if failure.Hint == "" {
+			failure.Hint = defaultHint(failure.Code)
 		}
 		exec.Status = store.Failed
 		exec.Error, _ = json.Marshal(map[string]any{"code": failure.Code, "message": failure.Message, "hint": failure.Hint, "detail": failure.Detail})
@@ -181,7 +193,7 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 	if t.action.Native {
 		n, ok := natives[t.action.Definition.Name]
 		if !ok {
-			return nil, NewFailure(CodeToolNotDeclared, "This native tool is not available on this server.", "")
+			return nil, NewFailure(CodeToolNotDeclared, "This native tool is not available on this server.", "Call tools/list for the tools this server offers.")
 		}
 		return n.run(e, ctx, e.input)
 	}
@@ -193,7 +205,30 @@ func (e *callEnv) run(ctx context.Context) (any, *Failure) {
 	case action.KindTool:
 		return e.starlark(ctx)
 	}
-	return nil, NewFailure(CodeNotRunnable, fmt.Sprintf("Actions of kind %s cannot be called as tools yet.", t.action.Definition.Kind), "")
+	if t.action.Definition.IsCallableAgent() {
+		return nil, NewFailure(CodeNotRunnable, "A callable agent runs only as a task, so it cannot be called from here.",
+			"Call it as a tool of an MCP server, which starts it as a task, and read it with get_task or tasks/get.")
+	}
+	return nil, NewFailure(CodeNotRunnable, fmt.Sprintf("Actions of kind %s cannot be called as tools.", t.action.Definition.Kind),
+		"Call a tool, a graphql or cel action, or a callable agent instead.")
+}
+
+// defaultHint is the hint of a failure whose cause gave none: every code's
+// hint is a sentence a person can act on.
+func defaultHint(code string) string {
+	switch code {
+	case CodeInputInvalid:
+		return "Call the tool with arguments that match its inputSchema (see tools/list)."
+	case CodeOutputInvalid:
+		return "Ask the tool's owner to fix the tool or its outputSchema."
+	case CodeTimeout:
+		return "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout."
+	case CodeToolNotDeclared:
+		return "Call only the tools the calling tool declares, or ask its owner to declare this one."
+	case CodeCELEvaluation:
+		return "Fix the expression or the values it reads."
+	}
+	return "Read the call's execution for what went wrong, fix the cause, and call again."
 }
 
 // inputInvalid is a call refused because its input does not match the
@@ -225,5 +260,5 @@ func asFailure(err error) *Failure {
 	if errors.As(err, &denied) {
 		return NewFailure(denied.ErrorCode(), denied.Error(), denied.Hint()).WithDetail(denied.Detail())
 	}
-	return NewFailure(CodeFailure, err.Error(), "")
+	return NewFailure(CodeFailure, err.Error(), "Read the call's execution for what went wrong, fix the cause, and call again.")
 }

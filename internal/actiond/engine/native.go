@@ -14,10 +14,10 @@ import (
 
 // Native tools are the platform's own, listed by reference without a
 // registry action. Each is defined from Go types with mcpkit.NewTool in the
-// file of its family, beside the code that runs it: graphql.go and cel.go.
-// The natives a later issue runs go the same way, each into a file of its
-// own: program into program.go, invoke into invoke.go, get_task and
-// cancel_task into tasks.go; until then they are not found here, so a server
+// file of its family, beside the code that runs it: graphql.go, cel.go, and
+// get_task and cancel_task in tasks.go. The natives a later issue runs go
+// the same way, each into a file of its own: program into program.go,
+// invoke into invoke.go; until then they are not found here, so a server
 // listing one leaves it out.
 
 // NativeTool is what a server's listing reads of a native tool;
@@ -42,8 +42,10 @@ type native struct {
 }
 
 var natives = map[string]native{
-	graphQLTool.Name(): {tool: graphQLTool, run: (*callEnv).nativeGraphQL},
-	celTool.Name():     {tool: celTool, run: (*callEnv).nativeCEL},
+	graphQLTool.Name():    {tool: graphQLTool, run: (*callEnv).nativeGraphQL},
+	celTool.Name():        {tool: celTool, run: (*callEnv).nativeCEL},
+	getTaskTool.Name():    {tool: getTaskTool, run: (*callEnv).nativeGetTask},
+	cancelTaskTool.Name(): {tool: cancelTaskTool, run: (*callEnv).nativeCancelTask},
 }
 
 // Native describes a native tool the engine runs.

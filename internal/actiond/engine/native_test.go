@@ -40,7 +40,7 @@ func TestNativeToolsThroughTheEndpoint(t *testing.T) {
 			env := at.New(t, store.SQLite, at.Options{})
 			env.PutPrincipal("signin", at.Everything())
 			env.CreateAction(at.NewID(), at.ServerSpec{Name: "natives", Policies: at.Everything(),
-				Tools: []map[string]any{at.Ref("graphql"), at.Ref("cel")}}.Input())
+				Tools: []map[string]any{at.Ref("graphql"), at.Ref("cel"), at.Ref("get_task"), at.Ref("cancel_task")}}.Input())
 			s := env.Connect("natives", env.Token("signin", "alice"), rev)
 
 			listed := map[string]*mcp.Tool{}

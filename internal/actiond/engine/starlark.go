@@ -18,13 +18,13 @@ func (e *callEnv) starlark(ctx context.Context) (any, *Failure) {
 	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{env: e, event: event}, starlark.Limits{})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, NewFailure(CodeTimeout, "The tool stopped at its deadline.", "")
+			return nil, NewFailure(CodeTimeout, "The tool stopped at its deadline.", "Make the call do less, or ask the tool's owner to raise its execution.responseTimeout.")
 		}
 		var serr *starlark.Error
 		if errors.As(err, &serr) {
 			return nil, NewFailure(serr.Code, serr.Message, serr.Hint).WithDetail(detail(serr.Err))
 		}
-		return nil, NewFailure(CodeFailure, "The tool failed.", "").WithDetail(err.Error())
+		return nil, NewFailure(CodeFailure, "The tool failed.", "Read the call's execution for what went wrong, fix the cause, and call again.").WithDetail(err.Error())
 	}
 	return value, nil
 }

@@ -58,20 +58,30 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 				return nil
 			}
 		}
-		if err := tx.InsertExecution(ctx, ex.execution(store.RoleRequest, store.Running, nil, nil, nil)); err != nil {
+		running := ex.execution(store.RoleRequest, store.Running, nil, nil, nil)
+		running.Owner = h.opts.Process
+		if err := tx.InsertExecution(ctx, running); err != nil {
 			return err
 		}
 		_, err = tx.AppendSessionInput(ctx, ex.session, ex.executionID)
 		return err
 	})
+	if err != nil {
+		// The admission may have committed though its answer was lost: the
+		// request is settled FAILED once the database answers, if it is.
+		h.later.add(settleUnadmitted(ex.account, ex.executionID, err))
+	}
 	if errors.Is(err, store.ErrContention) {
 		rerr := newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
 		rerr.Headers = map[string]string{"Retry-After": "1"}
+		rerr.Detail = err.Error()
 		return rerr
 	}
 	if err != nil {
 		h.opts.Logger.Error("admit MCP request", "err", err)
-		return newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
+		rerr := newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
+		rerr.Detail = err.Error()
+		return rerr
 	}
 	return refusal
 }
@@ -79,15 +89,22 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 // resolveSession computes a request's session input and id. A request whose
 // record does not produce a valid session input is refused with 400.
 func (s *Server) resolveSession(ctx context.Context, record map[string]any) (json.RawMessage, string, *rpcError) {
+	// The server's mapping and why it failed are the owner's to read, on
+	// the refusal's record; the client learns only that its request does
+	// not carry what the server groups by.
 	mismatched := func(err error) *rpcError {
-		return newError(codeInvalidParams, errRequestMismatched, http.StatusBadRequest, map[string]any{"reason": err.Error()})
+		rerr := newError(codeInvalidParams, errRequestMismatched, http.StatusBadRequest, nil)
+		rerr.Detail = err.Error()
+		return rerr
 	}
 	input, err := s.Compiled.SessionInput(ctx, record)
 	if err != nil {
 		if errors.Is(err, action.ErrSessionInvalid) {
 			return nil, "", mismatched(err)
 		}
-		return nil, "", newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
+		rerr := newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
+		rerr.Detail = err.Error()
+		return nil, "", rerr
 	}
 	id, err := s.Compiled.SessionID(ctx, input)
 	if err != nil || id == "" {

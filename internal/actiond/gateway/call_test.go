@@ -118,8 +118,9 @@ func TestCallFailuresAreToolErrors(t *testing.T) {
 }
 
 // ACT-124, ACT-126: a tool error reads as its message, then "Hint: " and
-// its hint when it has one; its _meta com.twisp/error holds exactly its
-// code, message and hint, the hint empty when there is none.
+// its hint; its _meta com.twisp/error holds exactly its code, message and
+// hint. Found tried as a new user would: GRAPHQL_VALIDATION_FAILED carried
+// an empty hint, and every code's hint is a sentence a person can act on.
 func TestToolErrorRendering(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
 		env.CreateAction(at.NewID(), at.ServerSpec{Name: "rendering", Policies: at.Everything(), Tools: []map[string]any{at.Ref("graphql")}}.Input())
@@ -132,7 +133,7 @@ func TestToolErrorRendering(t *testing.T) {
 				"State your intent: pass intent, one sentence of 1 to 1,024 characters saying why you make this call.",
 				"Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again."},
 			{map[string]any{"query": "{ nothing }", "intent": "Ask for a field that does not exist."}, "GRAPHQL_VALIDATION_FAILED",
-				`Cannot query field "nothing" on type "Query".`, ""},
+				`Cannot query field "nothing" on type "Query".`, "Fix the document at the line and column the message gives; the schema is served by introspection."},
 		}
 		for _, c := range cases {
 			res := callTool(t, s, "graphql", c.args)

@@ -170,7 +170,7 @@ func TestAnnotationsDerivedFromPolicies(t *testing.T) {
 		env.CreateAction(via, at.StarlarkTool("t_via_model", "def run(event):\n    return 1\n", nil, []map[string]any{at.Ref("m_model")}))
 		env.CreateAction(at.NewID(), at.StarlarkTool("t_chain", "def run(event):\n    return 1\n", nil, []map[string]any{at.Ref("t_via_model")}))
 		env.CreateAction(at.NewID(), map[string]any{"name": "a_agent", "description": "a callable agent", "kind": "agent", "config": map[string]any{},
-			"agent": map[string]any{"instructions": "x"}, "tool": map[string]any{"inputSchema": at.Object(map[string]any{})},
+			"agent": map[string]any{"instructions": "x", "model": "m"}, "tool": map[string]any{"inputSchema": at.Object(map[string]any{})},
 			"policies": []map[string]any{at.Allow([]string{"SELECT"}, "*")}})
 
 		refs := []map[string]any{}

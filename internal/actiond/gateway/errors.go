@@ -51,6 +51,9 @@ const (
 	errAccessDenied       = "ACCESS_DENIED"
 	errUnsupportedVersion = "mcp_unsupported_version"
 	errHeaderMismatch     = "mcp_header_mismatch"
+	// errAbandoned is what another process records for a request whose
+	// process stopped serving it (package tasks).
+	errAbandoned = "mcp_request_abandoned"
 )
 
 // messages are the fixed sentence of each code: an error's message never
@@ -77,19 +80,27 @@ var messages = map[string]string{
 	errHeaderMismatch:     "The request's MCP headers do not match its body.",
 }
 
-// hints say what the caller can do next.
+// hints say what the caller can do next: every code has one.
 var hints = map[string]string{
-	errSessionInvalid:    "Ask the server's owner to close the session with closeSession, or to include every field of mcp.session.start.input in session.id.",
-	errRequestMismatched: "Send the _meta fields the server's session mapping reads.",
-	errSessionClosed:     "Start a new conversation or ask the server's owner why the session was closed.",
-	errRateLimited:       "Wait for the time in Retry-After before the next request.",
-	errTransaction:       "Retry the request unchanged.",
-	errDeadline:          "Make the call do less, or ask the server's owner to raise execution.responseTimeout.",
-	errToolNotDeclared:   "Call tools/list for the tools this server offers.",
-	errTaskRequired:      "Declare the io.modelcontextprotocol/tasks extension in the request's client capabilities.",
-	errForbidden:         "Ask an administrator for INVOKE on this server's action.",
-	errNotRecorded:       "Retry the request; nothing it did was committed.",
-	errTooLarge:          "Send a smaller request.",
+	errServerNotFound:     "Check the server's name in the endpoint's URL, and that you may read it; a disabled server is not reachable.",
+	errTaskNotFound:       "Use a taskId that a call in this session returned.",
+	errMethodNotFound:     "Call server/discover (or initialize) for what this server offers.",
+	errUnauthorized:       "Sign in again, or send a bearer token whose aud is this region's MCP endpoints.",
+	errInternal:           "Retry the request; if it keeps failing, ask the operator to read actiond's log.",
+	errBadRequest:         "Send one JSON-RPC 2.0 request object with its method and params.",
+	errUnsupportedVersion: "Speak one of the protocol versions in data.supported.",
+	errHeaderMismatch:     "Send Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers that repeat what the body says.",
+	errSessionInvalid:     "Ask the server's owner to close the session with closeSession, or to include every field of mcp.session.start.input in session.id.",
+	errRequestMismatched:  "Send the _meta fields the server's session mapping reads.",
+	errSessionClosed:      "Start a new conversation or ask the server's owner why the session was closed.",
+	errRateLimited:        "Wait for the time in Retry-After before the next request.",
+	errTransaction:        "Retry the request unchanged.",
+	errDeadline:           "Make the call do less, or ask the server's owner to raise execution.responseTimeout.",
+	errToolNotDeclared:    "Call tools/list for the tools this server offers.",
+	errTaskRequired:       "Declare the io.modelcontextprotocol/tasks extension in the request's client capabilities, or use a server that lists get_task and cancel_task.",
+	errForbidden:          "Ask an administrator for INVOKE on this server's action.",
+	errNotRecorded:        "Retry the request; nothing it did was committed.",
+	errTooLarge:           "Send a smaller request.",
 }
 
 // rpcError is a JSON-RPC error with the platform's code in data. Its coded
@@ -102,6 +113,9 @@ type rpcError struct {
 	Status  int
 	Data    map[string]any
 	Headers map[string]string
+	// Detail is what went wrong in detail: recorded on the execution's
+	// invocation.error, never sent.
+	Detail any
 }
 
 func newError(rpc int64, code string, status int, data map[string]any) *rpcError {
@@ -161,6 +175,17 @@ func (e *rpcError) recorded() json.RawMessage {
 // invocationEntry is the error as the request's invocation tells it, with
 // what the endpoint knows besides.
 func (e *rpcError) invocationEntry(details any) map[string]any {
+	if e.Detail != nil {
+		merged := map[string]any{"cause": e.Detail}
+		if m, ok := details.(map[string]any); ok {
+			for k, v := range m {
+				merged[k] = v
+			}
+		} else if details != nil {
+			merged["details"] = details
+		}
+		details = merged
+	}
 	return map[string]any{"code": e.Code, "message": e.Message, "details": details}
 }
 

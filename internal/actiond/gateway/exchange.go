@@ -41,6 +41,9 @@ type exchange struct {
 	work       *store.Work
 	failure    *rpcError // a JSON-RPC error the handler answered with
 	handled    bool
+	// tasks the request started: cancelled, never run, when its record
+	// does not commit, since its client never learns of them.
+	tasks []string
 }
 
 type exchangeKey struct{}
@@ -92,13 +95,23 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 	case ex.failure != nil || buffer.isJSONRPCError():
 		status = store.Failed
 	}
+	if ex.failure != nil && ex.failure.RPC == codeMissingCapability {
+		buffer.status = ex.failure.Status // -32021 is HTTP 400 (SEP-2575)
+	}
 	if err := h.complete(ex, status, buffer); err != nil {
 		h.opts.Logger.Error("record MCP request", "execution", ex.executionID, "err", err)
 		rerr := newError(codeInternal, errNotRecorded, http.StatusInternalServerError, nil)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContention) {
 			rerr = newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
 		}
-		h.recordUncommitted(ex, status, rerr, err)
+		if h.recordUncommitted(ex, status, rerr, err) {
+			// The completion had committed though its answer was lost:
+			// the result is recorded, so it may leave.
+			if status != store.Cancelled {
+				buffer.flushTo(w)
+			}
+			return
+		}
 		if status != store.Cancelled {
 			rerr.write(w, ex.req.ID)
 		}
@@ -153,37 +166,95 @@ func (h *Handler) complete(ex *exchange, status string, buffer *bufferedResponse
 // recordUncommitted records, in a write of its own, a request whose
 // completion did not commit (ACT-105): FAILED with the error its client gets
 // instead of the result, its calls kept as rolled back by it, its session
-// input CONSUMED. Nothing it wrote is applied and no use is recorded, since
-// no output left. When this write fails too, the execution stays RUNNING,
-// which claims no answer.
-func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError, cause error) {
+// input CONSUMED, and the tasks it started cancelled before they run.
+// Nothing it wrote is applied and no use is recorded, since no output left.
+// The write is tried a few times at once; when the database does not take
+// it, it is kept and made once the database answers, so that the request
+// does not stay RUNNING. It reports whether the completion had committed
+// after all (the record is the one complete wrote), in which case the
+// buffered result may be sent.
+func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError, cause error) (committed bool) {
 	ex.mu.Lock()
-	defer ex.mu.Unlock()
 	if status != store.Cancelled {
 		status = store.Failed
 	}
 	request := ex.execution(store.RoleRequest, status, nil, rerr, nil)
 	request.Output, _ = json.Marshal(map[string]any{"error": rerr.wire()})
 	request.Invocation = ex.invocationJSON(rerr, map[string]any{"cause": cause.Error()})
-	ctx := context.Background()
-	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
-		for _, call := range ex.calls {
-			kept := *call
-			if kept.RolledBackBy == "" {
-				kept.RolledBackBy = ex.executionID
-			}
-			if err := tx.InsertExecution(ctx, &kept); err != nil {
+	calls := make([]*store.Execution, len(ex.calls))
+	for i, call := range ex.calls {
+		kept := *call
+		if kept.RolledBackBy == "" {
+			kept.RolledBackBy = ex.executionID
+		}
+		calls[i] = &kept
+	}
+	started := append([]string(nil), ex.tasks...)
+	ex.mu.Unlock()
+	by, _ := json.Marshal(map[string]any{"principal": ex.who.Principal, "subject": ex.who.Subject, "executionId": ex.executionID})
+	write := func(ctx context.Context, tx *store.Tx) error {
+		final := *request
+		if err := tx.FinishExecution(ctx, &final); err != nil {
+			return err
+		}
+		for _, call := range calls {
+			if err := tx.InsertExecution(ctx, call); err != nil {
 				return err
 			}
 		}
-		if err := tx.FinishExecution(ctx, request); err != nil {
-			return err
+		for _, id := range started {
+			if _, err := tx.CancelTask(ctx, ex.account, id, by); err != nil {
+				return err
+			}
 		}
-		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(ex.calls))
+		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(calls))
+	}
+	// Until the database answers, whether the completion committed is not
+	// known: the write is tried until it does, within the request's
+	// deadline, so that the client is told what the record says. Past the
+	// deadline the client gets the error and the write is kept for later.
+	ctx := context.Background()
+	deadline := ex.started.Add(ex.deadline())
+	for try := 1; ; try++ {
+		err := h.opts.Store.Write(ctx, func(tx *store.Tx) error { return write(ctx, tx) })
+		if err == nil {
+			return false
+		}
+		if errors.Is(err, store.ErrSettled) {
+			return h.completedAfterAll(ctx, ex)
+		}
+		h.opts.Logger.Warn("record MCP request that did not commit", "execution", ex.executionID, "try", try, "err", err)
+		if try <= 3 {
+			continue // a cut connection is dropped from the pool: the next try takes another
+		}
+		wait := min(time.Duration(try-3)*100*time.Millisecond, time.Second)
+		if h.opts.Clock.Now().Add(wait).After(deadline) {
+			break
+		}
+		<-h.opts.Clock.After(wait)
+	}
+	h.later.add(write)
+	return false
+}
+
+// completedAfterAll says whether a request's record that is no longer
+// RUNNING is its own completion, which committed though the commit's
+// answer was lost, rather than a settlement by another process.
+func (h *Handler) completedAfterAll(ctx context.Context, ex *exchange) bool {
+	var e *store.Execution
+	err := h.opts.Store.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		e, err = tx.Execution(ctx, ex.account, ex.executionID)
+		return err
 	})
 	if err != nil {
-		h.opts.Logger.Error("record MCP request that did not commit", "execution", ex.executionID, "err", err)
+		return false
 	}
+	var recorded struct {
+		Code string `json:"code"`
+	}
+	json.Unmarshal(e.Error, &recorded)
+	return e.Status != store.Running && recorded.Code != errNotRecorded && recorded.Code != errAbandoned
 }
 
 // forwardNotification hands a notification (initialized, cancelled) to the
@@ -303,6 +374,12 @@ func (ex *exchange) ensureWork(h *Handler) {
 	if ex.work == nil {
 		ex.work = h.opts.Store.NewWork(ex.account)
 	}
+}
+
+func (ex *exchange) startedTask(id string) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.tasks = append(ex.tasks, id)
 }
 
 func (ex *exchange) fail(rerr *rpcError) {

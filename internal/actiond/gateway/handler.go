@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/mcpkit"
@@ -66,8 +67,13 @@ type Options struct {
 	Directory Directory
 	Verifier  Verifier
 	Runner    Runner
-	IDs       IDs
-	Clock     clock.Clock
+	// Tasks reads and cancels the tasks a session's calls started.
+	Tasks engine.Tasks
+	// Process names this process: the owner of the requests it admits,
+	// which another process settles should this one die.
+	Process string
+	IDs     IDs
+	Clock   clock.Clock
 	// PublicURL is where clients reach actiond, e.g. http://localhost:8080;
 	// MCP tokens must name PublicURL + "/mcp" in aud.
 	PublicURL string
@@ -78,6 +84,7 @@ type Options struct {
 type Handler struct {
 	opts    Options
 	servers *sdkServers
+	later   *later
 }
 
 // New makes the endpoint.
@@ -91,8 +98,14 @@ func New(opts Options) *Handler {
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	h := &Handler{opts: opts}
 	h.servers = newSDKServers(h)
+	h.later = startLater(opts.Store, opts.Clock, opts.Logger)
 	return h
 }
+
+// Close stops the endpoint's background work: record writes still waiting
+// for the database are tried once more, then left to the process that
+// settles this one's work.
+func (h *Handler) Close() { h.later.close() }
 
 // Audience is the aud an MCP token must carry.
 func (h *Handler) Audience() string { return auth.MCPAudience(h.opts.PublicURL) }
@@ -219,7 +232,7 @@ func (h *Handler) gate(ex *exchange) *rpcError {
 	}
 	if strings.HasPrefix(method, "tasks/") && !ex.req.hasExtension(mcpkit.TasksExtension) {
 		return newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest,
-			map[string]any{"method": method, "requiredCapabilities": map[string]any{"extensions": map[string]any{mcpkit.TasksExtension: map[string]any{}}}})
+			map[string]any{"method": method, "requiredCapabilities": mcpkit.RequiredTasks()})
 	}
 	return nil
 }

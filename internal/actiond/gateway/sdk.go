@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // sdkServers keeps one SDK server per server version: the SDK speaks the
@@ -73,10 +76,11 @@ func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			result, err = h.listTools(run, ex)
 		case "tools/call":
 			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
-			var called *mcp.CallToolResult
-			called, err = h.callTool(run, ex, params)
-			if called != nil {
-				result = ex.callResult(called)
+			result, err = h.callTool(run, ex, params)
+		case "initialize":
+			result, err = next(ctx, method, req)
+			if init, ok := result.(*mcp.InitializeResult); ok {
+				result = withoutTasks(init)
 			}
 		default:
 			result, err = next(ctx, method, req)
@@ -97,6 +101,23 @@ func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return result, nil
 	}
+}
+
+// withoutTasks is a handshake's answer without the Tasks extension: hosts of
+// the revisions before 2026-07-28 get tools, not tasks (ACT-139).
+func withoutTasks(init *mcp.InitializeResult) *mcp.InitializeResult {
+	if init.Capabilities == nil || init.Capabilities.Extensions[mcpkit.TasksExtension] == nil {
+		return init
+	}
+	out := *init
+	caps := *init.Capabilities
+	caps.Extensions = maps.Clone(caps.Extensions)
+	delete(caps.Extensions, mcpkit.TasksExtension)
+	if len(caps.Extensions) == 0 {
+		caps.Extensions = nil
+	}
+	out.Capabilities = &caps
+	return &out
 }
 
 // callResult is a tools/call result as the request's revision sends it.

@@ -91,13 +91,52 @@ func TestSessionInputFixedAtCreation(t *testing.T) {
 			t.Errorf("with the _meta field: %s", reply)
 		}
 		reply := env.Post("bymeta", token, at.Request{Method: "tools/list", Revision: rev})
-		if reply.Status != 400 || reply.ErrorCode() != -32602 || reply.DataCode() == "" {
+		if reply.Status != 400 || reply.ErrorCode() != -32602 || reply.DataCode() != "mcp_request_mismatched" {
 			t.Errorf("without the _meta field: %s, want 400", reply)
+		}
+		// Found tried as a new user would: error.data carried the server's
+		// CEL mapping and its evaluation error, and the record kept {}. The
+		// client gets only the code and hint; the detail is on the record.
+		if data, _ := at.Dig(reply.RPC, "error", "data").(map[string]any); len(data) != 2 || data["hint"] == "" || strings.Contains(string(reply.Body), "com.example/host") {
+			t.Errorf("mcp_request_mismatched's data %s", asJSON(data))
 		}
 		records := env.Executions(metaID)
 		if len(records) != 2 || records[0]["sessionId"] != at.SessionIDFor(principal, "alice")+":laptop" ||
-			records[1]["status"] != "FAILED" || records[1]["sessionId"] != nil {
+			records[1]["status"] != "FAILED" || records[1]["sessionId"] != nil ||
+			!strings.Contains(asJSON(at.Dig(records[1], "invocation", "error", "details", "cause")), "mcp.session.start.input") {
 			t.Errorf("bymeta records %s", asJSON(records))
+		}
+	})
+}
+
+// ACT-491, ACT-492 as the seed tells it: a later version adds a field to
+// start.input that session.id does not include. The write is accepted
+// (found tried as a new user would: it was rejected); the sessions whose
+// input it changes are refused with 400 mcp_session_invalid until they are
+// closed, and a new session takes the new input.
+func TestStartFieldLeftOutOfTheID(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		serverID := at.NewID()
+		spec := at.ServerSpec{Name: "grown", Intent: "NONE", Policies: at.Everything()}
+		env.CreateAction(serverID, spec.Input())
+		token := env.Token(principal, "alice")
+		listTools(t, env.Connect("grown", token, rev))
+		spec.StartInput = map[string]string{"principal": "execution.input.principal", "subject": "execution.input.subject", "client": "execution.input.client"}
+		env.UpdateAction(serverID, map[string]any{"mcp": spec.MCPBlock()})
+		for range 2 {
+			if reply := env.Post("grown", token, at.Request{Method: "tools/list", Revision: rev}); reply.Status != 400 || reply.DataCode() != "mcp_session_invalid" {
+				t.Fatalf("alice after the new field: %s", reply)
+			}
+		}
+		if reply := env.Post("grown", env.Token(principal, "carol"), at.Request{Method: "tools/list", Revision: rev}); reply.Status != 200 {
+			t.Errorf("a new session: %s", reply)
+		}
+		if got := env.Session(serverID, at.SessionIDFor(principal, "carol"))["input"]; at.Dig(got, "client") != "client-carol" {
+			t.Errorf("carol's session input %s", asJSON(got))
+		}
+		env.CloseSession(serverID, at.SessionIDFor(principal, "alice"))
+		if reply := env.Post("grown", token, at.Request{Method: "tools/list", Revision: rev}); reply.DataCode() != "session_closed" {
+			t.Errorf("after closeSession: %s", reply)
 		}
 	})
 }

@@ -11,12 +11,15 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Runner runs one tool call beneath a request: it records the call (and the
-// calls beneath it) through Call.Record and returns what it answered.
+// calls beneath it) through Call.Record and returns what it answered; or,
+// for a callable agent, starts it as a task.
 type Runner interface {
 	Call(ctx context.Context, call *engine.Call) engine.Outcome
+	StartTask(ctx context.Context, call *engine.Call) (engine.Task, *engine.Failure)
 }
 
 func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsResult, error) {
@@ -47,7 +50,7 @@ func (s *Server) tool(name string) *Tool {
 	return nil
 }
 
-func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
 	if params == nil {
 		rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
 		ex.fail(rerr)
@@ -59,49 +62,132 @@ func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallTo
 		ex.fail(rerr)
 		return nil, rerr.jsonrpc()
 	}
+	if tool.Unavailable == nil && tool.Target.Definition.IsCallableAgent() {
+		return h.callAgent(ctx, ex, tool, params.Arguments)
+	}
 	result := h.runTool(ctx, ex, tool, params.Arguments)
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, ctx.Err() // the middleware answers mcp_request_deadline
 	}
-	output := map[string]any{"isError": result.IsError}
+	ex.recordOutput(result, "")
+	return ex.callResult(result), nil
+}
+
+// recordOutput keeps, in the request's invocation, whether the external
+// agent got a tool error and why, also when no call ran (a missing intent,
+// a closed session), and the task a call started.
+func (ex *exchange) recordOutput(result *mcp.CallToolResult, task string) {
+	output := map[string]any{"isError": result != nil && result.IsError}
 	if failure, ok := toolErrors.Of(result); ok {
-		// Why the external agent got a tool error, also when no call ran
-		// (a missing intent, a closed session).
 		output["error"] = map[string]any{"code": failure.Code, "message": failure.Message}
 	}
+	if task != "" {
+		output["task"] = task
+	}
 	ex.setInvocation("output", output)
-	return result, nil
 }
 
 func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) *mcp.CallToolResult {
 	if tool.Unavailable != nil {
 		return failureResult(tool.Unavailable)
 	}
-	args := map[string]any{}
-	if len(rawArgs) > 0 && string(rawArgs) != "null" {
-		if err := json.Unmarshal(rawArgs, &args); err != nil {
-			return toolError(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
-		}
-	}
-	args, failure := ex.takeIntent(args)
-	if failure != nil {
-		return failureResult(failure)
-	}
-	args, failure = ex.applyFixed(ctx, tool, args)
+	args, failure := ex.arguments(ctx, tool, rawArgs)
 	if failure != nil {
 		return failureResult(failure)
 	}
 	ex.ensureWork(h)
-	call := &engine.Call{
-		Account: ex.account, Who: ex.who, Layers: ex.server.Layers, Target: tool.Target, Compiled: tool.Compiled, Input: args,
-		ParentID: ex.executionID, Work: ex.work, Preview: ex.server.Preview, Record: ex.recordCall,
-	}
-	out := h.opts.Runner.Call(ctx, call)
+	out := h.opts.Runner.Call(ctx, ex.newCall(tool, args))
 	if out.Failure != nil {
 		return failureResult(out.Failure)
 	}
 	ex.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
+	for _, used := range out.Used {
+		ex.addUse(store.Use{Kind: store.UseTool, Ref: used})
+	}
 	return toolResult(out.Output)
+}
+
+// arguments are a call's effective arguments: stated intent taken out and
+// recorded, fixed input applied.
+func (ex *exchange) arguments(ctx context.Context, tool *Tool, rawArgs json.RawMessage) (map[string]any, *engine.Failure) {
+	args := map[string]any{}
+	if len(rawArgs) > 0 && string(rawArgs) != "null" {
+		if err := json.Unmarshal(rawArgs, &args); err != nil {
+			return nil, engine.NewFailure(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
+		}
+	}
+	args, failure := ex.takeIntent(args)
+	if failure != nil {
+		return nil, failure
+	}
+	return ex.applyFixed(ctx, tool, args)
+}
+
+// newCall is a call of tool beneath the request.
+func (ex *exchange) newCall(tool *Tool, args map[string]any) *engine.Call {
+	return &engine.Call{
+		Account: ex.account, Who: ex.who, Layers: ex.server.Layers, Target: tool.Target, Compiled: tool.Compiled, Input: args,
+		ParentID: ex.executionID, Work: ex.work, Preview: ex.server.Preview, Record: ex.recordCall,
+		Server:    engine.ServerRef{ID: ex.server.ActionID, Version: ex.server.Version, Name: ex.server.Name},
+		SessionID: ex.session.ID,
+	}
+}
+
+// callAgent starts a callable agent as a task (ACT-135, ACT-136): to a
+// client with the Tasks extension it answers with the task; to one without,
+// on a server that lists get_task and cancel_task, with a tool result
+// naming the task; anywhere else it is refused with -32021 and starts
+// nothing. The request records no call and no use.
+func (h *Handler) callAgent(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) (mcp.Result, error) {
+	extension := ex.req.hasExtension(mcpkit.TasksExtension)
+	if !extension && !ex.server.offersTaskTools() {
+		rerr := newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest, map[string]any{"requiredCapabilities": mcpkit.RequiredTasks()})
+		ex.fail(rerr)
+		return nil, rerr.jsonrpc()
+	}
+	args, failure := ex.arguments(ctx, tool, rawArgs)
+	if failure == nil {
+		var task engine.Task
+		task, failure = h.opts.Runner.StartTask(ctx, ex.newCall(tool, args))
+		if failure == nil {
+			ex.startedTask(task.ID)
+			if extension {
+				ex.recordOutput(nil, task.ID)
+				return mcpkit.NewCreateTaskResult(task.Wire()), nil
+			}
+			result := taskText(task, ex.server.Preview)
+			ex.recordOutput(result, task.ID)
+			return ex.callResult(result), nil
+		}
+	}
+	if failure.Code == engine.CodeFailure {
+		h.opts.Logger.Error("start task", "execution", ex.executionID, "tool", tool.Name, "detail", failure.Detail)
+	}
+	result := failureResult(failure)
+	ex.recordOutput(result, "")
+	return ex.callResult(result), nil
+}
+
+// taskText is a started task told to a client without the Tasks extension.
+func taskText(task engine.Task, preview bool) *mcp.CallToolResult {
+	hint := "It runs on its own. Read it with get_task, passing task_id, every poll_interval_ms, or with tasks/get when your client has the Tasks extension."
+	if preview {
+		hint = "It runs on its own, and nothing it does is committed. Read it with get_task, passing task_id, every poll_interval_ms, or with tasks/get when your client has the Tasks extension."
+	}
+	body, _ := json.Marshal(map[string]any{"task_id": task.ID, "status": string(task.WireStatus()), "poll_interval_ms": engine.TaskPollInterval.Milliseconds(), "hint": hint})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
+}
+
+// offersTaskTools says whether the server lists both get_task and
+// cancel_task, so that a client without the Tasks extension can read and
+// cancel what it starts.
+func (s *Server) offersTaskTools() bool {
+	for _, name := range []string{action.NativeGetTask, action.NativeCancelTask} {
+		if t := s.tool(name); t == nil || t.Unavailable != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // takeIntent removes the stated intent from the arguments and keeps it for

@@ -292,8 +292,10 @@ func TestDefinitionRejections_ACT005_ACT006_ACT008_ACT009_ACT010_ACT011_ACT600_A
 				in["execution"] = map[string]any{"responseTimeout": "11m"}
 			}, "BAD_REQUEST", "execution.responseTimeout"},
 			{"unknown tool", func(in map[string]any) { in["tools"] = []any{map[string]any{"name": "no_such_tool"}} }, "NOT_FOUND", "tools[0].name"},
-			{"session id misses a start field", func(in map[string]any) {
-				in["session"].(map[string]any)["id"] = "session.input.subject"
+			// An id reading a field start.input does not map would refuse
+			// every request as mismatched (found tried as a new user would).
+			{"session id reads a field start.input does not map", func(in map[string]any) {
+				in["session"].(map[string]any)["id"] = "session.input.subject + ':' + session.input.tenant"
 			}, "BAD_REQUEST", "session.id"},
 			{"policy without resources", func(in map[string]any) {
 				in["policies"] = []any{map[string]any{"effect": "ALLOW", "actions": []any{"SELECT"}, "resources": []any{}}}

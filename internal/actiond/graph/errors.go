@@ -97,9 +97,34 @@ func classify(err error) *Error {
 	return newError(CodeInternal, "", "actiond failed to serve the request: "+err.Error(), err)
 }
 
+// defaultHints are the hints of errors whose cause gave none: every code's
+// hint is a sentence a person can act on.
+var defaultHints = map[string]string{
+	CodeAccessDenied:     "Ask an administrator for the permission the message names, or do something that does not need it.",
+	CodeAlreadyExists:    "Choose another ID or name, or change the existing one with updateAction.",
+	CodeBadRequest:       "Fix the field the message names and send the request again.",
+	CodeNotFound:         "Check the ID or name; list what exists with actions { list } or the matching query.",
+	CodeCELEvaluation:    "Fix the expression or the values it reads.",
+	CodeValidationFailed: "Fix the document at the line and column the message gives; the schema is served by introspection.",
+	CodeConflict:         "Send the request again.",
+	CodeInternal:         "Send the request again; if it keeps failing, ask the operator to read actiond's log.",
+	"UNAUTHENTICATED":    "Send a bearer token whose aud is this GraphQL endpoint, or call from loopback while actiond listens there.",
+}
+
+// hintFor is a code's default hint.
+func hintFor(code string) string {
+	if hint, ok := defaultHints[code]; ok {
+		return hint
+	}
+	return "Read the message for what went wrong, fix it, and send the request again."
+}
+
 // gqlError turns an error into a response error with its extensions.
 func gqlError(path ast.Path, err error) *gqlerror.Error {
 	e := classify(err)
+	if e.Hint == "" {
+		e.Hint = hintFor(e.Code)
+	}
 	out := &gqlerror.Error{Message: e.Error(), Err: err, Extensions: map[string]any{"code": e.Code}}
 	if path != nil {
 		out.Path = path
@@ -146,6 +171,10 @@ func normalize(e *gqlerror.Error) {
 	switch e.Extensions["code"] {
 	case nil, errcode.ParseFailed:
 		e.Extensions["code"] = CodeValidationFailed
+	}
+	if hint, _ := e.Extensions["hint"].(string); hint == "" {
+		code, _ := e.Extensions["code"].(string)
+		e.Extensions["hint"] = hintFor(code)
 	}
 }
 

@@ -43,6 +43,18 @@ func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedA
 
 func (e *executionRecord) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
 
+// CancelledBy reads who cancelled the execution, and with which request.
+func (e *executionRecord) CancelledBy() *model.CancelledBy {
+	if len(e.rec.CancelledBy) == 0 {
+		return nil
+	}
+	var by model.CancelledBy
+	if err := json.Unmarshal(e.rec.CancelledBy, &by); err != nil {
+		return nil
+	}
+	return &by
+}
+
 func (e *executionRecord) EndedAt() *time.Time {
 	if e.rec.EndedAt.IsZero() {
 		return nil

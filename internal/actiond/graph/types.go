@@ -100,7 +100,12 @@ func (a *actionVersion) Skills() []*model.SkillReference {
 }
 
 func (a *actionVersion) Execution() *model.ExecutionSettings {
-	return &model.ExecutionSettings{ResponseTimeout: int(a.def().ResponseTimeout() / time.Second)}
+	settings := &model.ExecutionSettings{ResponseTimeout: int(a.def().AttemptTimeout() / time.Second)}
+	if a.def().IsCallableAgent() {
+		retries := a.def().Retries()
+		settings.Retries = &retries
+	}
+	return settings
 }
 
 func (a *actionVersion) Session() (model.JSON, error) {

@@ -19,6 +19,9 @@ const (
 	LayerPrincipal = "principal"
 	LayerServer    = "server"
 	LayerTool      = "tool"
+	// LayerAgent is a callable agent's own policies, beneath which each of
+	// its tool calls runs.
+	LayerAgent = "agent"
 )
 
 // Request is one operation on one resource.

@@ -55,6 +55,8 @@ func (d *Denied) Hint() string {
 		return fmt.Sprintf("This MCP server's policies do not include %s on %s: use a tool that does not need it, or ask the server's owner to change its policies.", d.Operation, d.Resource)
 	case LayerTool:
 		return fmt.Sprintf("The tool's own policies do not include %s on %s: call a tool meant for it, or ask the tool's owner to change its policies.", d.Operation, d.Resource)
+	case LayerAgent:
+		return fmt.Sprintf("The agent's own policies do not include %s on %s: use a tool that does not need it, or ask the agent's owner to change its policies.", d.Operation, d.Resource)
 	}
 	return fmt.Sprintf("The policies that apply here do not include %s on %s.", d.Operation, d.Resource)
 }
@@ -67,6 +69,8 @@ func layerPhrase(layer string) string {
 		return "the server's policies"
 	case LayerTool:
 		return "the tool's policies"
+	case LayerAgent:
+		return "the agent's policies"
 	case "":
 		return "the policies"
 	}

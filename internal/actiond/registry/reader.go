@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/policy"
@@ -35,4 +36,28 @@ func (r *Reader) Principal(ctx context.Context, account, name string) (policies 
 		return nil, false, err
 	}
 	return stored.Policies, true, nil
+}
+
+// Action reads an action at version (0: its latest) as a target; a missing
+// one wraps action.ErrNotFound.
+func (r *Reader) Action(ctx context.Context, account, id string, version int) (action.Target, error) {
+	w := r.store.NewWork(account)
+	stored, err := Action(ctx, w, id, version)
+	if errors.Is(err, ErrNotFound) {
+		return action.Target{}, fmt.Errorf("%w: %s", action.ErrNotFound, err)
+	}
+	if err != nil {
+		return action.Target{}, err
+	}
+	target := stored.Target()
+	if version != 0 {
+		// A version of an action disabled or deleted since is so too.
+		head, err := Action(ctx, w, id, 0)
+		if err != nil {
+			return action.Target{}, err
+		}
+		target.Enabled = target.Enabled && head.Definition.IsEnabled() && !head.Deleted
+		target.Deleted = target.Deleted || head.Deleted
+	}
+	return target, nil
 }

@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
+	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/explorer"
@@ -25,6 +27,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/signin"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/actiond/tasks"
 	"github.com/incusspawn/isx/internal/clock"
 )
 
@@ -42,6 +45,14 @@ type Options struct {
 	// SignIn configures the sign-in MCP hosts complete by themselves, offered
 	// while PublicURL is a loopback URL.
 	SignIn SignIn
+	// Models are the model providers callable agents may name; the
+	// environment may add anthropic and openai (agent.NewProviders).
+	Models []agent.Provider
+	// Getenv reads the environment (os.Getenv when nil; tests pass their
+	// own so that the machine's variables never reach them).
+	Getenv func(string) string
+	// Tasks configure the task workers.
+	Tasks  TaskOptions
 	Clock  clock.Clock
 	Random io.Reader
 	Logger *slog.Logger
@@ -57,6 +68,18 @@ type SignIn struct {
 	RefreshTTL time.Duration
 }
 
+// TaskOptions configure the task workers (see package tasks).
+type TaskOptions struct {
+	// Workers bounds the attempts this process runs at once (default 4).
+	Workers int
+	// Liveness is how long a process may go silent before others settle
+	// its work (default 15 s).
+	Liveness time.Duration
+	// Poll is how often this process looks for tasks others queued and for
+	// cancellations (default 1 s).
+	Poll time.Duration
+}
+
 // Server is a running actiond.
 type Server struct {
 	Store  *store.Store
@@ -67,8 +90,12 @@ type Server struct {
 	// ReplacedPublicURL is the public URL an earlier actiond recorded in
 	// this database, when it differed from this one's.
 	ReplacedPublicURL string
-	handler           http.Handler
-	opts              Options
+	Tasks             *tasks.Service
+	// Process names this process in the store.
+	Process  string
+	handler  http.Handler
+	endpoint *gateway.Handler
+	opts     Options
 }
 
 // New opens the store, makes sure the local environment's actions exist and
@@ -116,13 +143,34 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	models, err := agent.NewProviders(opts.Models, getenv, &http.Client{})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("model providers: %w", err)
+	}
 	compiled := action.NewCache(4096)
 	reader := registry.NewReader(st)
 	runner := &engine.Runner{GraphQL: graphQL{store: st, clock: opts.Clock, ids: ids}, Registry: reader, Compiled: compiled, IDs: ids, Clock: opts.Clock, Random: opts.Random}
-	endpoint := gateway.New(gateway.Options{
-		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner,
-		IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
+	s.Process = ids.New()
+	s.Tasks = tasks.New(tasks.Options{
+		Store: st, IDs: ids, Clock: opts.Clock, Logger: opts.Logger, Process: s.Process, Sole: st.Dialect() == store.SQLite,
+		Workers: opts.Tasks.Workers, Liveness: opts.Tasks.Liveness, Poll: opts.Tasks.Poll,
+		Runner: &agent.Runner{Store: st, Engine: runner, Registry: reader, Compiled: compiled, Models: models, IDs: ids, Clock: opts.Clock},
 	})
+	runner.Tasks = s.Tasks
+	if err := s.Tasks.Open(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	endpoint := gateway.New(gateway.Options{
+		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner, Tasks: s.Tasks,
+		Process: s.Process, IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
+	})
+	s.endpoint = endpoint
 	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools})
 
 	page, err := explorer.Handler()
@@ -161,8 +209,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 // Handler serves every endpoint of the server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close closes the store.
-func (s *Server) Close() error { return s.Store.Close() }
+// Close stops the task workers (their running attempts are given back to
+// be claimed again) and the endpoint's background work, then closes the
+// store.
+func (s *Server) Close() error {
+	s.endpoint.Close()
+	s.Tasks.Close()
+	return s.Store.Close()
+}
 
 func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.Store.Generation(r.Context(), auth.DefaultAccount); err != nil {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Execution statuses.
@@ -26,8 +29,17 @@ const (
 	RoleRequest = "request" // one admitted MCP request
 	RoleRefusal = "refusal" // a request refused after its token was checked
 	RoleCall    = "call"    // a call of a tool, beneath a request or another call
-	RoleTask    = "task"    // a started execution (callable agents, later)
+	RoleTask    = "task"    // a started execution: a callable agent's run
 )
+
+// ErrSettled is returned when an execution that should still be RUNNING was
+// already finished by someone else: another process settled it as
+// abandoned, or the commit that finished it went through after all.
+var ErrSettled = coded.New(CodeSettled, "the execution was already finished").
+	WithHint("Read the execution: its record says how it ended.")
+
+// CodeSettled is ErrSettled's code.
+const CodeSettled = "store_settled"
 
 // Execution is the record of one run of an action: a request to an MCP
 // server, or a call beneath one.
@@ -54,11 +66,16 @@ type Execution struct {
 	Preview       bool            `json:"preview"`
 	WriteSet      []Write         `json:"writeSet,omitempty"`
 	RolledBackBy  string          `json:"rolledBackByExecutionId,omitempty"`
-	StartedAt     time.Time       `json:"startedAt"`
-	EndedAt       time.Time       `json:"endedAt,omitzero"`
+	// CancelledBy names who cancelled the execution and with which request.
+	CancelledBy json.RawMessage `json:"cancelledBy,omitempty"`
+	// Owner is the process running the execution while it is RUNNING, so
+	// that another process can settle it when that one dies.
+	Owner     string    `json:"-"`
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
 }
 
-const executionColumns = "seq, id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, started_at, ended_at"
+const executionColumns = "seq, id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at"
 
 // InsertExecution records a new execution.
 func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
@@ -71,19 +88,21 @@ func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
 	}
 	_, err = tx.exec(ctx, `INSERT INTO executions (id, account, action_id, action_version, action_name, event_type, role,
 		parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview,
-		write_set, rolled_back_by, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.ID, e.Account, e.ActionID, e.ActionVersion, e.ActionName, e.EventType, e.Role,
 		nullable(e.ParentID), nullable(e.StartedBy), nullable(e.SessionID), e.Status, e.Caller, e.Subject, e.Client,
 		nullableJSON(e.Input), nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation),
-		tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), micros(e.StartedAt), micros(e.EndedAt))
+		tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), nullableJSON(e.CancelledBy), nullable(e.Owner),
+		micros(e.StartedAt), micros(e.EndedAt))
 	if err != nil {
 		return fmt.Errorf("store: record execution %s: %w", e.ID, err)
 	}
 	return nil
 }
 
-// FinishExecution records how an execution ended: its status, output or
-// error, invocation details, and when.
+// FinishExecution records how a RUNNING execution ended: its status, output
+// or error, invocation details, and when. An execution that is no longer
+// RUNNING is ErrSettled: whoever finished it first keeps their record.
 func (tx *Tx) FinishExecution(ctx context.Context, e *Execution) error {
 	if e.EndedAt.IsZero() {
 		e.EndedAt = tx.now
@@ -93,14 +112,49 @@ func (tx *Tx) FinishExecution(ctx context.Context, e *Execution) error {
 		return err
 	}
 	res, err := tx.exec(ctx, `UPDATE executions SET status = ?, output = ?, error = ?, invocation = ?, write_set = ?,
-		session_id = ?, rolled_back_by = ?, ended_at = ? WHERE id = ?`,
+		session_id = ?, rolled_back_by = ?, cancelled_by = ?, owner = NULL, ended_at = ? WHERE id = ? AND status = ?`,
 		e.Status, nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation), writeSet,
-		nullable(e.SessionID), nullable(e.RolledBackBy), micros(e.EndedAt), e.ID)
+		nullable(e.SessionID), nullable(e.RolledBackBy), nullableJSON(e.CancelledBy), micros(e.EndedAt), e.ID, Running)
 	if err != nil {
 		return fmt.Errorf("store: finish execution %s: %w", e.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var status string
+	err = tx.queryRow(ctx, "SELECT status FROM executions WHERE id = ?", e.ID).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: finish execution %s: %w", e.ID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: finish execution %s: %w", e.ID, err)
+	}
+	return fmt.Errorf("store: finish execution %s, already %s: %w", e.ID, status, ErrSettled)
+}
+
+// ExecutionStatus reads an execution's status.
+func (tx *Tx) ExecutionStatus(ctx context.Context, id string) (string, error) {
+	var status string
+	err := tx.queryRow(ctx, "SELECT status FROM executions WHERE id = ?", id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("store: execution %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: read execution %s: %w", id, err)
+	}
+	return status, nil
+}
+
+// MarkRolledBack marks every tool call beneath parent, at any depth, that no
+// earlier failure marked, as rolled back by `by`: a failed or cancelled
+// task's calls, whose writes were dropped with it.
+func (tx *Tx) MarkRolledBack(ctx context.Context, parent, by string) error {
+	_, err := tx.exec(ctx, `WITH RECURSIVE beneath(id) AS (
+			SELECT id FROM executions WHERE parent_id = ? AND event_type = 'tool.call'
+			UNION ALL SELECT e.id FROM executions e JOIN beneath b ON e.parent_id = b.id)
+		UPDATE executions SET rolled_back_by = ? WHERE id IN (SELECT id FROM beneath) AND rolled_back_by IS NULL`, parent, by)
+	if err != nil {
+		return fmt.Errorf("store: mark the calls of %s rolled back: %w", parent, err)
 	}
 	return nil
 }
@@ -203,16 +257,17 @@ func scanExecutions(rows *sql.Rows) ([]*Execution, error) {
 	var out []*Execution
 	for rows.Next() {
 		var e Execution
-		var parent, startedBy, session, input, output, errText, invocation, writeSet, rolledBack sql.NullString
+		var parent, startedBy, session, input, output, errText, invocation, writeSet, rolledBack, cancelledBy, owner sql.NullString
 		var preview any
 		var started, ended int64
 		err := rows.Scan(&e.Seq, &e.ID, &e.Account, &e.ActionID, &e.ActionVersion, &e.ActionName, &e.EventType, &e.Role,
 			&parent, &startedBy, &session, &e.Status, &e.Caller, &e.Subject, &e.Client, &input, &output, &errText,
-			&invocation, &preview, &writeSet, &rolledBack, &started, &ended)
+			&invocation, &preview, &writeSet, &rolledBack, &cancelledBy, &owner, &started, &ended)
 		if err != nil {
 			return nil, fmt.Errorf("store: read execution: %w", err)
 		}
 		e.ParentID, e.StartedBy, e.SessionID, e.RolledBackBy = parent.String, startedBy.String, session.String, rolledBack.String
+		e.CancelledBy, e.Owner = rawJSON(cancelledBy), owner.String
 		e.Input, e.Output, e.Error, e.Invocation = rawJSON(input), rawJSON(output), rawJSON(errText), rawJSON(invocation)
 		e.Preview = truthy(preview)
 		e.StartedAt, e.EndedAt = fromMicros(started), fromMicros(ended)

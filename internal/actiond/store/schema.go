@@ -8,7 +8,7 @@ import (
 
 // schemaVersion grows with every change to the statements below; Open applies
 // what a database lacks.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // The same tables on both databases. {{serial}} and {{bool}} are the only
 // words that differ.
@@ -105,14 +105,55 @@ CREATE TABLE IF NOT EXISTS schema_version (
 );
 `
 
-func (s *Store) ddl() string {
+// upgradeV2 adds what tasks and process liveness need to a version 1
+// database: who is running each RUNNING execution, and who cancelled one.
+const upgradeV2 = `
+ALTER TABLE executions ADD COLUMN owner TEXT;
+ALTER TABLE executions ADD COLUMN cancelled_by TEXT
+`
+
+// schemaV2 holds the tables of started executions (tasks) and of the actiond
+// processes sharing the database.
+const schemaV2 = `
+CREATE INDEX IF NOT EXISTS executions_running ON executions (owner) WHERE status = 'RUNNING';
+CREATE INDEX IF NOT EXISTS executions_status ON executions (account, status, seq);
+CREATE TABLE IF NOT EXISTS tasks (
+	execution_id TEXT PRIMARY KEY,
+	account      TEXT NOT NULL,
+	server_id    TEXT NOT NULL,
+	session_id   TEXT NOT NULL,
+	principal    TEXT NOT NULL,
+	subject      TEXT NOT NULL,
+	status       TEXT NOT NULL,
+	spec         TEXT NOT NULL,
+	attempt      INTEGER NOT NULL,
+	max_attempts INTEGER NOT NULL,
+	run_after    BIGINT NOT NULL,
+	owner        TEXT,
+	cancel       TEXT,
+	finished     {{bool}} NOT NULL,
+	created_at   BIGINT NOT NULL,
+	updated_at   BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (status, run_after);
+CREATE INDEX IF NOT EXISTS tasks_session ON tasks (account, server_id, session_id, finished);
+CREATE INDEX IF NOT EXISTS tasks_user ON tasks (account, server_id, principal, subject, finished);
+CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, status);
+CREATE TABLE IF NOT EXISTS processes (
+	id           TEXT PRIMARY KEY,
+	started_at   BIGINT NOT NULL,
+	heartbeat_at BIGINT NOT NULL
+);
+`
+
+func (s *Store) ddl(text string) string {
 	serial, boolean, collate := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", ""
 	if s.dialect == Postgres {
 		// Keys are compared byte by byte, as SQLite does, whatever the
 		// database's locale: prefix scans depend on it.
 		serial, boolean, collate = "BIGSERIAL PRIMARY KEY", "BOOLEAN", `COLLATE "C" `
 	}
-	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean, "{{collate}}", collate).Replace(schemaV1 + schemaSignIn)
+	return strings.NewReplacer("{{serial}}", serial, "{{bool}}", boolean, "{{collate}}", collate).Replace(text)
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -128,13 +169,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(7461636)")
 	}
-	for _, stmt := range strings.Split(s.ddl(), ";") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
+	run := func(text string) error {
+		for _, stmt := range strings.Split(s.ddl(text), ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("store: migrate: %w\n%s", err, stmt)
+			}
 		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("store: migrate: %w\n%s", err, stmt)
-		}
+		return nil
+	}
+	if err := run(schemaV1); err != nil {
+		return err
 	}
 	var version int
 	err = conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_version").Scan(&version)
@@ -143,6 +190,20 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if version > schemaVersion {
 		return fmt.Errorf("store: the database was written by a newer actiond (schema %d, this one knows %d): upgrade actiond", version, schemaVersion)
+	}
+	if version < 2 {
+		// A fresh database was just made at version 1 too: both take the
+		// same step, under the migration lock.
+		if err := run(upgradeV2); err != nil {
+			return err
+		}
+	}
+	if err := run(schemaV2); err != nil {
+		return err
+	}
+	// The sign-in's tables are made where missing, whatever the version.
+	if err := run(schemaSignIn); err != nil {
+		return err
 	}
 	if version < schemaVersion {
 		if _, err := conn.ExecContext(ctx, rebind(s.dialect, "INSERT INTO schema_version (version) VALUES (?)"), schemaVersion); err != nil {

@@ -151,18 +151,21 @@ func openSQLite(opts Options) (*Store, error) {
 	if err := checkAccess(opts.DataDir, path); err != nil {
 		return nil, err
 	}
+	// The DSN is a URI: a '#' in the directory (a subtest's "name#01") would
+	// end the path, and a '?' start the parameters.
+	uri := strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path)
 	// temp_store(MEMORY) keeps the savepoint journals of grouped commits off
 	// disk; they are small and short-lived.
 	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-65536)" +
 		fmt.Sprintf("&_pragma=busy_timeout(%d)", opts.LockTimeout.Milliseconds())
-	writer, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
+	writer, err := sql.Open("sqlite", "file:"+uri+"?"+pragmas+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	// SQLite has one writer at a time; one connection makes writes queue in
 	// Go instead of spinning on SQLITE_BUSY.
 	writer.SetMaxOpenConns(1)
-	reader, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
+	reader, err := sql.Open("sqlite", "file:"+uri+"?"+pragmas+"&_pragma=query_only(1)")
 	if err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

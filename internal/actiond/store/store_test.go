@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -512,4 +514,28 @@ func TestExecutionsByStatusCallerTimeAndNewestFirst(t *testing.T) {
 			return nil
 		}))
 	})
+}
+
+// A data directory is a path, not a URI: one whose name holds '#' or '?'
+// (a subtest's "name#01") is its own database, not a prefix's.
+func TestSQLiteDirectoriesWithURICharacters(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	for i, name := range []string{"a#1", "a#2", "b?x=1", "c%41"} {
+		s, err := store.Open(ctx, store.Options{DataDir: filepath.Join(base, name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Write(ctx, func(tx *store.Tx) error {
+			_, err := tx.PutRow(ctx, account, "KVValue", "ns/k", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), 0)
+			return err
+		})
+		s.Close()
+		if err != nil {
+			t.Errorf("%s: %v (another directory's database?)", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(base, name, "actiond.db")); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -147,8 +147,9 @@ func RemoveProject(base *incus.Client, name string) error {
 	return nil
 }
 
-// deleteRetry is how long deleteInstance keeps trying.
-const deleteRetry = 30 * time.Second
+// deleteRetry is how long deleteInstance keeps trying: on a loaded daemon a
+// start or exec can hold an instance for well over half a minute.
+const deleteRetry = 2 * time.Minute
 
 // deleteInstance retries: an operation still finishing on the instance (a
 // start, an exec) makes Incus refuse the delete until it ends.

@@ -79,11 +79,17 @@ type counters struct {
 	trafficRequests, trafficInFlight int64
 	sent, received                   int64
 	lastActivity                     time.Time
+
+	// changed is rung after every change; nil rings nothing.
+	changed *bell
 }
 
-func newCounters(since time.Time) *counters { return &counters{since: since} }
+func newCounters(since time.Time, changed *bell) *counters {
+	return &counters{since: since, changed: changed}
+}
 
 func (c *counters) modelStarted(now time.Time) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.requests++
@@ -92,6 +98,7 @@ func (c *counters) modelStarted(now time.Time) {
 }
 
 func (c *counters) modelEnded(now time.Time) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inFlight--
@@ -99,12 +106,14 @@ func (c *counters) modelEnded(now time.Time) {
 }
 
 func (c *counters) addUsage(u Usage) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.usage = c.usage.plus(u)
 }
 
 func (c *counters) trafficStarted(now time.Time) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.trafficRequests++
@@ -113,6 +122,7 @@ func (c *counters) trafficStarted(now time.Time) {
 }
 
 func (c *counters) trafficEnded(now time.Time) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.trafficInFlight--
@@ -121,6 +131,7 @@ func (c *counters) trafficEnded(now time.Time) {
 
 // moved counts bytes sent by the instance (up) and received by it (down).
 func (c *counters) moved(up, down int64, now time.Time) {
+	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sent += up

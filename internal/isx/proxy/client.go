@@ -51,6 +51,45 @@ func (c *Control) Report(ctx context.Context) (Report, error) {
 	return r, c.do(ctx, http.MethodGet, "/v1/activity", &r)
 }
 
+// Watch streams the activity of every instance: a Report at once and
+// again after each change, until ctx ends or the proxy stops, when the
+// channel closes.
+func (c *Control) Watch(ctx context.Context) (<-chan Report, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://isx-proxy/v1/activity/watch", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if notRunning(err) {
+			return nil, coded.Wrap(CodeNotRunning, err, "the host proxy is not running; isx proxy start starts it")
+		}
+		return nil, coded.Wrap(CodeControl, err, "cannot reach the host proxy's control socket %s", c.socket)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, coded.New(CodeControl, "the host proxy refused to stream its activity (HTTP %d)", resp.StatusCode)
+	}
+	reports := make(chan Report)
+	go func() {
+		defer close(reports)
+		defer resp.Body.Close()
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var r Report
+			if dec.Decode(&r) != nil {
+				return
+			}
+			select {
+			case reports <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return reports, nil
+}
+
 // Activity is one instance's activity.
 func (c *Control) Activity(ctx context.Context, instance string) (Activity, error) {
 	var a Activity

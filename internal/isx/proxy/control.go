@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -18,6 +19,7 @@ import (
 //	GET  /v1/activity               Report: every instance the proxy knows
 //	GET  /v1/activity/{instance}    Activity (without counting_since when unknown)
 //	POST /v1/admit/{instance}       Activity, once the proxy serves the instance's current start
+//	GET  /v1/activity/watch        a Report per line: at once, then after each change
 //	POST /v1/stop                   the proxy ends
 
 // Status is what `isx proxy status` shows.
@@ -60,6 +62,7 @@ func (s *Server) controlHandler() http.Handler {
 	mux.HandleFunc("GET /v1/activity", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, Report{Project: s.project(), StartedAt: formatTime(s.startedAt), Instances: s.Activity()})
 	})
+	mux.HandleFunc("GET /v1/activity/watch", s.watchActivity)
 	mux.HandleFunc("GET /v1/activity/{instance}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.activityOf(r.PathValue("instance")))
 	})
@@ -93,4 +96,39 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v) //nolint:errcheck // the caller may be gone
+}
+
+// watchGap is the least time between two reports of a watch: a streamed
+// model answer changes the counts at every event, and a person reads a
+// screen no faster.
+const watchGap = 250 * time.Millisecond
+
+// watchActivity streams a Report at once and again after every change,
+// one JSON object per line, until the client goes away or the proxy stops.
+func (s *Server) watchActivity(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeJSON(w, http.StatusInternalServerError, controlError{Code: CodeControl, Message: "this connection cannot stream"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	for {
+		changed := s.changed.wait()
+		if err := enc.Encode(Report{Project: s.project(), StartedAt: formatTime(s.startedAt), Instances: s.Activity()}); err != nil {
+			return
+		}
+		flusher.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.opts.Clock.After(watchGap):
+		}
+	}
 }

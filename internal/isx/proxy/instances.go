@@ -113,11 +113,12 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	e := &entry{
 		name: name, incarnation: inc, secret: secret, template: stamps.Template,
 		accounts: s.templateAccounts(name, stamps), projectLocal: stamps.Source == string(template.SourceProjectLocal),
-		counters: newCounters(s.opts.Clock.Now()),
+		counters: newCounters(s.opts.Clock.Now(), s.changed),
 	}
 	s.mu.Lock()
 	s.entries[name] = e
 	s.mu.Unlock()
+	s.changed.ring()
 	s.opts.Log.Info("serving instance", "instance", name, "template", e.template, "new_secret", fresh, "accounts", e.accounts)
 	return s.activityOf(name), nil
 }
@@ -199,6 +200,7 @@ func (s *Server) forget(name string) {
 		os.Remove(s.socketOf(name))
 	}
 	delete(s.entries, name)
+	defer s.changed.ring()
 	if _, ok := s.secrets.records[name]; ok {
 		s.secrets.forget(name)
 		if err := s.secrets.save(); err != nil {

@@ -86,6 +86,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	entries   map[string]*entry
+	changed   *bell // rung when an entry or a count changes
 	listeners map[string]net.Listener
 	learning  map[string]*sync.Mutex
 	secrets   *secretBook
@@ -150,7 +151,7 @@ func New(opts Options) (*Server, error) {
 	seen, _ := os.Stat(config.AccountsPath(opts.Home))
 	s := &Server{
 		opts: opts, dir: dir, ca: ca, accounts: accounts, accountsSeen: seen,
-		entries: map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
+		entries: map[string]*entry{}, changed: newBell(), listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
 	}
 	s.transport = newTransports(opts.Log)
 	s.forwarder = s.newForwarder()
@@ -216,7 +217,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return coded.Wrap(CodeState, err, "cannot write the proxy's pid file in %s", s.dir)
 	}
 	s.opts.Log.Info("isx proxy started", "pid", os.Getpid(), "project", s.project(), "version", s.opts.Version, "accounts", s.accounts.Count())
-	controlHTTP := &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug)}
+	controlHTTP := &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
+		// A watch of the activity ends when the proxy stops.
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	s.work.Go(func() {
 		if err := controlHTTP.Serve(control); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.opts.Log.Error("the control socket stopped serving", "error", err)

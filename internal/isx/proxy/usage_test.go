@@ -104,7 +104,7 @@ func TestUsageMeterBounds(t *testing.T) {
 func TestCountersIdleSecondsISX178ISX179(t *testing.T) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fake := clock.NewFake(start)
-	c := newCounters(start)
+	c := newCounters(start, nil)
 	if a := c.activity("x", fake.Now()); a.IdleSeconds == nil || *a.IdleSeconds != 0 || a.CountingSince != "2030-01-01T00:00:00.000Z" {
 		t.Fatalf("fresh: %+v", a)
 	}

@@ -83,6 +83,7 @@ type ComplexityRoot struct {
 		ActionVersion           func(childComplexity int) int
 		Caller                  func(childComplexity int) int
 		Calls                   func(childComplexity int) int
+		CancelledBy             func(childComplexity int) int
 		Client                  func(childComplexity int) int
 		EndedAt                 func(childComplexity int) int
 		Error                   func(childComplexity int) int
@@ -130,6 +131,12 @@ type ComplexityRoot struct {
 		Principals func(childComplexity int) int
 	}
 
+	CancelledBy struct {
+		ExecutionID func(childComplexity int) int
+		Principal   func(childComplexity int) int
+		Subject     func(childComplexity int) int
+	}
+
 	ExecutionConnection struct {
 		Edges    func(childComplexity int) int
 		PageInfo func(childComplexity int) int
@@ -142,6 +149,7 @@ type ComplexityRoot struct {
 
 	ExecutionSettings struct {
 		ResponseTimeout func(childComplexity int) int
+		Retries         func(childComplexity int) int
 	}
 
 	ExecutionUse struct {
@@ -554,6 +562,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.Calls(childComplexity), true
+	case "ActionExecution.cancelledBy":
+		if e.ComplexityRoot.ActionExecution.CancelledBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.CancelledBy(childComplexity), true
 	case "ActionExecution.client":
 		if e.ComplexityRoot.ActionExecution.Client == nil {
 			break
@@ -812,6 +826,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AuthQuery.Principals(childComplexity), true
 
+	case "CancelledBy.executionId":
+		if e.ComplexityRoot.CancelledBy.ExecutionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CancelledBy.ExecutionID(childComplexity), true
+	case "CancelledBy.principal":
+		if e.ComplexityRoot.CancelledBy.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CancelledBy.Principal(childComplexity), true
+	case "CancelledBy.subject":
+		if e.ComplexityRoot.CancelledBy.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CancelledBy.Subject(childComplexity), true
+
 	case "ExecutionConnection.edges":
 		if e.ComplexityRoot.ExecutionConnection.Edges == nil {
 			break
@@ -844,6 +877,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ExecutionSettings.ResponseTimeout(childComplexity), true
+	case "ExecutionSettings.retries":
+		if e.ComplexityRoot.ExecutionSettings.Retries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExecutionSettings.Retries(childComplexity), true
 
 	case "ExecutionUse.executionId":
 		if e.ComplexityRoot.ExecutionUse.ExecutionID == nil {
@@ -1669,8 +1708,10 @@ input SkillReferenceInput {
 }
 
 input ExecutionSettingsInput {
-  "A duration such as \"90s\", \"10m\" or \"PT1M\". Default 1 minute, at most 10 minutes."
+  "A duration such as \"90s\", \"10m\" or \"PT1M\". Default 1 minute (10 minutes for an agent); at most 10 minutes for an MCP server."
   responseTimeout: String
+  "For a callable agent: how many times its task runs again after an attempt that failed for a reason that can pass. Default 2, at most 10."
+  retries: Int
 }
 
 input SessionBlockInput {
@@ -1775,6 +1816,8 @@ type SkillReference {
 type ExecutionSettings {
   "The response timeout in seconds."
   responseTimeout: Int!
+  "For a callable agent: how many times its task is retried."
+  retries: Int
 }
 
 type McpBlock {
@@ -1849,6 +1892,7 @@ input ExecutionWhere {
   preview: Boolean
   "request, refusal, call or task."
   role: String
+  "Only executions in this status: RUNNING lists what is running now."
   status: ExecutionStatus
   "The principal the execution ran as."
   caller: String
@@ -1914,10 +1958,21 @@ type ActionExecution {
   calls: [ActionExecution!]!
   uses: [ExecutionUse!]!
   sessionId: String
+  "The request that started this execution: for a task, the tools/call that created it."
   startedBy: ID
+  "Who cancelled the execution, and with which request."
+  cancelledBy: CancelledBy
   rolledBackByExecutionId: ID
   startedAt: Timestamp!
   endedAt: Timestamp
+}
+
+"Who cancelled an execution: the principal and user, and the request that did."
+type CancelledBy {
+  principal: String!
+  subject: String!
+  "The request that cancelled it: a tasks/cancel, or the tools/call of cancel_task."
+  executionId: ID!
 }
 
 type McpRequest {
@@ -2151,6 +2206,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_sessionId(ctx, field)
 	case "startedBy":
 		return ec.fieldContext_ActionExecution_startedBy(ctx, field)
+	case "cancelledBy":
+		return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
 	case "rolledBackByExecutionId":
 		return ec.fieldContext_ActionExecution_rolledBackByExecutionId(ctx, field)
 	case "startedAt":
@@ -2209,6 +2266,18 @@ func (ec *executionContext) childFields_AuthQuery(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type AuthQuery", field.Name)
 }
 
+func (ec *executionContext) childFields_CancelledBy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principal":
+		return ec.fieldContext_CancelledBy_principal(ctx, field)
+	case "subject":
+		return ec.fieldContext_CancelledBy_subject(ctx, field)
+	case "executionId":
+		return ec.fieldContext_CancelledBy_executionId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CancelledBy", field.Name)
+}
+
 func (ec *executionContext) childFields_ExecutionConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "edges":
@@ -2233,6 +2302,8 @@ func (ec *executionContext) childFields_ExecutionSettings(ctx context.Context, f
 	switch field.Name {
 	case "responseTimeout":
 		return ec.fieldContext_ExecutionSettings_responseTimeout(ctx, field)
+	case "retries":
+		return ec.fieldContext_ExecutionSettings_retries(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ExecutionSettings", field.Name)
 }
@@ -4486,6 +4557,38 @@ func (ec *executionContext) fieldContext_ActionExecution_startedBy(_ context.Con
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ID")
 }
 
+func (ec *executionContext) _ActionExecution_cancelledBy(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CancelledBy(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CancelledBy) graphql.Marshaler {
+			return ec.marshalOCancelledBy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐCancelledBy(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_cancelledBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionExecution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CancelledBy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ActionExecution_rolledBackByExecutionId(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5071,6 +5174,75 @@ func (ec *executionContext) fieldContext_AuthQuery_principals(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _CancelledBy_principal(ctx context.Context, field graphql.CollectedField, obj *model.CancelledBy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CancelledBy_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CancelledBy_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CancelledBy", field, false, false, "String")
+}
+
+func (ec *executionContext) _CancelledBy_subject(ctx context.Context, field graphql.CollectedField, obj *model.CancelledBy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CancelledBy_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CancelledBy_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CancelledBy", field, false, false, "String")
+}
+
+func (ec *executionContext) _CancelledBy_executionId(ctx context.Context, field graphql.CollectedField, obj *model.CancelledBy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CancelledBy_executionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExecutionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CancelledBy_executionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CancelledBy", field, false, false, "ID")
+}
+
 func (ec *executionContext) _ExecutionConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5210,6 +5382,29 @@ func (ec *executionContext) _ExecutionSettings_responseTimeout(ctx context.Conte
 	)
 }
 func (ec *executionContext) fieldContext_ExecutionSettings_responseTimeout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExecutionSettings", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ExecutionSettings_retries(ctx context.Context, field graphql.CollectedField, obj *model.ExecutionSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExecutionSettings_retries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ExecutionSettings_retries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ExecutionSettings", field, false, false, "Int")
 }
 
@@ -8978,7 +9173,7 @@ func (ec *executionContext) unmarshalInputExecutionSettingsInput(ctx context.Con
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"responseTimeout"}
+	fieldsInOrder := [...]string{"responseTimeout", "retries"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8992,6 +9187,13 @@ func (ec *executionContext) unmarshalInputExecutionSettingsInput(ctx context.Con
 				return it, err
 			}
 			it.ResponseTimeout = data
+		case "retries":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retries"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Retries = data
 		}
 	}
 	return it, nil
@@ -10085,6 +10287,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "cancelledBy":
+			out.Values[i] = ec._ActionExecution_cancelledBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "rolledBackByExecutionId":
 			out.Values[i] = ec._ActionExecution_rolledBackByExecutionId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -10295,6 +10502,49 @@ func (ec *executionContext) _AuthQuery(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var cancelledByImplementors = []string{"CancelledBy"}
+
+func (ec *executionContext) _CancelledBy(ctx context.Context, sel ast.SelectionSet, obj *model.CancelledBy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, cancelledByImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CancelledBy")
+		case "principal":
+			out.Values[i] = ec._CancelledBy_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "subject":
+			out.Values[i] = ec._CancelledBy_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executionId":
+			out.Values[i] = ec._CancelledBy_executionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var executionConnectionImplementors = []string{"ExecutionConnection"}
 
 func (ec *executionContext) _ExecutionConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ExecutionConnection) graphql.Marshaler {
@@ -10385,6 +10635,11 @@ func (ec *executionContext) _ExecutionSettings(ctx context.Context, sel ast.Sele
 		case "responseTimeout":
 			out.Values[i] = ec._ExecutionSettings_responseTimeout(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retries":
+			out.Values[i] = ec._ExecutionSettings_retries(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -12750,6 +13005,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOCancelledBy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐCancelledBy(ctx context.Context, sel ast.SelectionSet, v *model.CancelledBy) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._CancelledBy(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOExecutionSettingsInput2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecutionSettingsInput(ctx context.Context, v any) (*model.ExecutionSettingsInput, error) {

@@ -24,6 +24,14 @@ type ApprovalInput struct {
 	Required bool `json:"required"`
 }
 
+// Who cancelled an execution: the principal and user, and the request that did.
+type CancelledBy struct {
+	Principal string `json:"principal"`
+	Subject   string `json:"subject"`
+	// The request that cancelled it: a tasks/cancel, or the tools/call of cancel_task.
+	ExecutionID string `json:"executionId"`
+}
+
 type ExecutionConnection struct {
 	Edges    []*ExecutionEdge `json:"edges"`
 	PageInfo *PageInfo        `json:"pageInfo"`
@@ -37,11 +45,15 @@ type ExecutionEdge struct {
 type ExecutionSettings struct {
 	// The response timeout in seconds.
 	ResponseTimeout int `json:"responseTimeout"`
+	// For a callable agent: how many times its task is retried.
+	Retries *int `json:"retries,omitempty"`
 }
 
 type ExecutionSettingsInput struct {
-	// A duration such as "90s", "10m" or "PT1M". Default 1 minute, at most 10 minutes.
+	// A duration such as "90s", "10m" or "PT1M". Default 1 minute (10 minutes for an agent); at most 10 minutes for an MCP server.
 	ResponseTimeout *string `json:"responseTimeout,omitempty"`
+	// For a callable agent: how many times its task runs again after an attempt that failed for a reason that can pass. Default 2, at most 10.
+	Retries *int `json:"retries,omitempty"`
 }
 
 type ExecutionUse struct {
@@ -55,7 +67,8 @@ type ExecutionWhere struct {
 	ParentID  *string `json:"parentId,omitempty"`
 	Preview   *bool   `json:"preview,omitempty"`
 	// request, refusal, call or task.
-	Role   *string          `json:"role,omitempty"`
+	Role *string `json:"role,omitempty"`
+	// Only executions in this status: RUNNING lists what is running now.
 	Status *ExecutionStatus `json:"status,omitempty"`
 	// The principal the execution ran as.
 	Caller *string `json:"caller,omitempty"`

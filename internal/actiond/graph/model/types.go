@@ -87,6 +87,7 @@ type Execution interface {
 	Uses(ctx context.Context) ([]*ExecutionUse, error)
 	SessionID() *string
 	StartedBy() *string
+	CancelledBy() *CancelledBy
 	RolledBackByExecutionID() *string
 	StartedAt() time.Time
 	EndedAt() *time.Time
