@@ -71,6 +71,34 @@ func BenchmarkExitToNotification(b *testing.B) {
 	})
 }
 
+// BenchmarkAgentExitToNotification: the same measure with the real Claude
+// Code as the task's process: from the agent exiting (the mtime of the
+// exit file its runner writes the moment the agent's process ends) to the
+// finished notification at the client. Target: median under 100 ms.
+func BenchmarkAgentExitToNotification(b *testing.B) {
+	w := newAgentWorld(b, "templates: ["+agentsTemplate+"]\n")
+	s := w.start(sessionOptions{notify: true})
+	var inst CreateInstanceResult
+	s.ok("create_instance", map[string]any{"template": agentsTemplate}, &inst)
+	var times durations
+	for range b.N {
+		var d DelegateResult
+		s.ok("delegate", map[string]any{"instance": inst.Instance, "instruction": "done: nothing"}, &d)
+		waitFinished(b, s, d.TaskID, 1, 3*time.Minute)
+		heard := time.Now()
+		b.StopTimer()
+		out := w.execIn(inst.Instance, "stat -c %.9Y /home/agent/.isx-mcp/tasks/"+d.TaskID+"/runs/1/exit")
+		seconds, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+		if err != nil {
+			b.Fatalf("the exit file's mtime %q: %v", out, err)
+		}
+		ended := time.Unix(0, int64(seconds*1e9))
+		times = append(times, heard.Sub(ended))
+		b.StartTimer()
+	}
+	times.report(b)
+}
+
 // BenchmarkDelegateToAgentStarted: a delegate call, from the request to
 // its answer, which comes once the agent's process runs in the instance
 // (the runner has started it), side by side with a background exec of a

@@ -84,7 +84,7 @@ func TestDelegateCancelAndCrashISX138(t *testing.T) {
 // reports a model it may not use in the task result. max_turns is refused
 // on send_message too.
 //
-// ISX-090..094, ISX-097, ISX-088, ISX-086, ISX-087.
+// ISX-090..094, ISX-097, ISX-088, ISX-086, ISX-087, ISX-068.
 func TestDelegateModelsISX090(t *testing.T) {
 	w := newAgentWorld(t, "templates: ["+agentsTemplate+"]\n")
 	w.anthropic.Deny("claude-denied-1")
@@ -101,6 +101,10 @@ func TestDelegateModelsISX090(t *testing.T) {
 	// ISX-090..092: the override is the model of every run.
 	var d DelegateResult
 	s.ok("delegate", map[string]any{"instance": inst.Instance, "instruction": "kiwi: add a line", "model": "claude-sonnet-4-5-20250929"}, &d)
+	// ISX-068: the agent works in the instance the session holds.
+	if d.Instance != inst.Instance {
+		t.Errorf("delegate to %s ran in %s", inst.Instance, d.Instance)
+	}
 	waitFinished(t, s, d.TaskID, 1, 3*time.Minute)
 	if got := w.modelsOf("kiwi"); len(got) == 0 || !allAre(got, "claude-sonnet-4-5-20250929") {
 		t.Errorf("the first run's model calls named %v", got)

@@ -103,7 +103,16 @@ func waitFinished(t testing.TB, s *session, taskID string, run int, within time.
 // ISX-139, ISX-143, ISX-197, ISX-198, ISX-025, ISX-041, ISX-042, ISX-153.
 func TestDelegateFlowISX066(t *testing.T) {
 	w := newAgentWorld(t, "templates: ["+agentsTemplate+"]\n")
-	s := w.start(sessionOptions{notify: true})
+	// ISX-279, ISX-280: the server runs in a checkout of the host, which
+	// no tool reads or writes; the results come back as text.
+	checkout := hostCheckout(t)
+	watch := watchTree(t, checkout)
+	s := w.start(sessionOptions{notify: true, dir: checkout})
+	defer func() {
+		if seen := watch.events(t); len(seen) > 0 {
+			t.Errorf("the tools touched the host checkout: %v", seen)
+		}
+	}()
 
 	var templates ListTemplatesResult
 	s.ok("list_templates", map[string]any{}, &templates)
@@ -126,6 +135,7 @@ func TestDelegateFlowISX066(t *testing.T) {
 			t.Errorf("descriptor of %s", d.Agent)
 		}
 	}
+	// ISX-080: no retired field.
 	if strings.Contains(string(raw), "max_turns") || strings.Contains(string(raw), "refusal") {
 		t.Errorf("a retired field is listed: %s", raw)
 	}
@@ -173,7 +183,7 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 		t.Fatalf("the agent ended with %v: %+v", n.ExitCode, res)
 	}
 	var res TaskResultResult
-	s.ok("task_result", map[string]any{"instance": d.Instance, "task_id": d.TaskID}, &res)
+	results := s.ok("task_result", map[string]any{"instance": d.Instance, "task_id": d.TaskID}, &res)
 	if res.Report == nil || !strings.Contains(*res.Report, "Done: I appended a line to notes.txt for: banana") || res.Agent != agent || res.AgentFailed {
 		t.Fatalf("task_result = %+v", res)
 	}
@@ -181,7 +191,15 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 		t.Errorf("no usage in the result: %+v", res)
 	}
 	var status TaskStatusResult
-	s.ok("task_status", map[string]any{"instance": d.Instance, "task_id": d.TaskID}, &status)
+	statuses := s.ok("task_status", map[string]any{"instance": d.Instance, "task_id": d.TaskID}, &status)
+	// ISX-081: neither result has the retired turn limit.
+	for _, m := range []map[string]any{results, statuses} {
+		for _, retired := range []string{"max_turns", "delegate_max_turns"} {
+			if _, ok := m[retired]; ok {
+				t.Errorf("a result has %s: %v", retired, m)
+			}
+		}
+	}
 	if status.SessionID == "" || status.Agent != agent || status.State != TaskFinished {
 		t.Errorf("task_status = %+v", status)
 	}
