@@ -78,7 +78,7 @@ func TestPiAndOpencodeISX084(t *testing.T) {
 				s.refused("send_message", map[string]any{"instance": d.Instance, "task_id": d.TaskID, "message": "x"}, CodeWrongState)
 			case "opencode":
 				// ISX-112, ISX-113.
-				if out, code := w.asAgent(d.Instance, "opencode session delete "+status.SessionID); code != 0 {
+				if out, code := w.asAgent(t, d.Instance, "opencode session delete "+status.SessionID); code != 0 {
 					t.Fatalf("opencode session delete: exit %d: %s", code, out)
 				}
 				s.ok("send_message", map[string]any{"instance": d.Instance, "task_id": d.TaskID, "message": "cherry: once more"}, nil)
@@ -90,7 +90,7 @@ func TestPiAndOpencodeISX084(t *testing.T) {
 				if after.SessionID != status.SessionID {
 					t.Errorf("session %q after the failed resume, was %q", after.SessionID, status.SessionID)
 				}
-				if list, _ := w.asAgent(d.Instance, "opencode session list"); strings.Contains(list, "ses_") {
+				if list, _ := w.asAgent(t, d.Instance, "opencode session list"); strings.Contains(list, "ses_") {
 					t.Errorf("opencode has a session after the failed resume:\n%s", list)
 				}
 			}
@@ -99,14 +99,14 @@ func TestPiAndOpencodeISX084(t *testing.T) {
 }
 
 // asAgent runs a shell command as the agent user, as its tasks run.
-func (w *agentWorld) asAgent(name, command string) (string, int) {
-	w.t.Helper()
+func (w *agentWorld) asAgent(t testing.TB, name, command string) (string, int) {
+	t.Helper()
 	res, err := w.client.Exec(w.ctx(), name, incus.ExecRequest{
 		Command: []string{"sh", "-c", command}, UID: 1000, GID: 1000, Cwd: "/home/agent",
 		Env: map[string]string{"HOME": "/home/agent", "USER": "agent", "LOGNAME": "agent"}, Timeout: time.Minute,
 	})
 	if err != nil {
-		w.t.Fatalf("exec as the agent in %s: %v", name, err)
+		t.Fatalf("exec as the agent in %s: %v", name, err)
 	}
 	return string(res.Stdout) + string(res.Stderr), res.ExitCode
 }
