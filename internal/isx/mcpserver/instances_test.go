@@ -23,7 +23,16 @@ func TestInstanceLifecycle(t *testing.T) {
 	s := e.start(sessionOptions{})
 
 	var templates ListTemplatesResult
-	s.ok("list_templates", map[string]any{}, &templates)
+	listed := s.ok("list_templates", map[string]any{}, &templates)
+	// ISX-070: every template has default_delegate_agent and
+	// summary_agent, empty without an agent for them.
+	for _, raw := range listed["templates"].([]any) {
+		for _, key := range []string{"default_delegate_agent", "summary_agent"} {
+			if agent, ok := raw.(map[string]any)[key]; !ok || agent != "" {
+				t.Errorf("%s of a template without agents: %v (present %v)", key, agent, ok)
+			}
+		}
+	}
 	if templates.MaxInstances != 5 || templates.MaxConcurrentTasks != 3 || templates.OrphanGraceHours != 2 {
 		t.Errorf("limits = %+v", templates)
 	}

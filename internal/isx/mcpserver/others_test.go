@@ -23,7 +23,8 @@ func TestPiAndOpencodeISX084(t *testing.T) {
 	var templates ListTemplatesResult
 	s.ok("list_templates", map[string]any{}, &templates)
 	tpl := templates.Templates[0]
-	if tpl.DefaultDelegateAgent != "" || tpl.SupportsAsk || len(tpl.DelegateAgents) != 2 {
+	// Neither Claude nor Codex: no default agent, no ask.
+	if tpl.DefaultDelegateAgent != "" || tpl.SupportsAsk || tpl.SummaryAgent != "" || len(tpl.DelegateAgents) != 2 {
 		t.Errorf("descriptors %+v", tpl)
 	}
 	for _, d := range tpl.DelegateAgents {

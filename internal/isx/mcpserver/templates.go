@@ -34,9 +34,9 @@ type TemplateView struct {
 	Stale                bool            `json:"stale" jsonschema:"built from an older definition; still usable, the user may rebuild it"`
 	Reason               string          `json:"reason,omitempty" jsonschema:"why it is not usable or is stale"`
 	Tools                []ToolView      `json:"tools" jsonschema:"agent tools the template installs"`
-	DefaultDelegateAgent string          `json:"default_delegate_agent,omitempty" jsonschema:"the agent a delegate gets when it names none: claude when installed, else codex"`
+	DefaultDelegateAgent string          `json:"default_delegate_agent" jsonschema:"the agent a delegate gets when it names none: claude when installed, else codex; empty when the template has neither (then delegate must name its agent)"`
 	SupportsAsk          bool            `json:"supports_ask" jsonschema:"whether ask (a summary by a model inside the instance) can work here"`
-	SummaryAgent         string          `json:"summary_agent,omitempty" jsonschema:"the agent that answers ask"`
+	SummaryAgent         string          `json:"summary_agent" jsonschema:"the agent that answers ask; empty when ask cannot work here"`
 	DelegateAgents       []DelegateAgent `json:"delegate_agents" jsonschema:"one descriptor per installed agent"`
 }
 
