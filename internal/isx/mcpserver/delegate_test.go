@@ -39,6 +39,8 @@ var editScript = delegatetest.Script{
 		return fmt.Sprintf("echo 'edit for %s' >> notes.txt", strings.Trim(words[0], "'\"`$\\"))
 	},
 	Report: func(prompt string) string { return "Done: I appended a line to notes.txt for: " + prompt },
+	// A prompt that begins "hold:" gets no answer while the agent waits.
+	Hold: func(prompt string) bool { return strings.HasPrefix(prompt, "hold:") },
 }
 
 func newAgentWorld(t testing.TB, mcpYAML string) *agentWorld {

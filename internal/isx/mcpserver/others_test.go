@@ -7,6 +7,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
 // The same flow with the real Pi and opencode, also reaching the fake only
@@ -77,6 +78,34 @@ func TestPiAndOpencodeISX084(t *testing.T) {
 				// ISX-110: the saved session is gone.
 				w.execIn(d.Instance, "rm -f /home/agent/.pi/agent/sessions/*/*_"+status.SessionID+".jsonl")
 				s.refused("send_message", map[string]any{"instance": d.Instance, "task_id": d.TaskID, "message": "x"}, CodeWrongState)
+				// ISX-108, ISX-109: while Pi waits on its first answer it
+				// has saved no session, so the task has no session_id;
+				// stopped then, it has nothing to continue.
+				var early DelegateResult
+				s.ok("delegate", map[string]any{"instance": d.Instance, "agent": "pi", "instruction": "hold: wait for the model"}, &early)
+				incustest.WaitFor(t, "Pi's first model call", 2*time.Minute, func() bool {
+					for _, c := range w.anthropic.Calls() {
+						if strings.Contains(string(c.Body), "hold: wait for the model") {
+							return true
+						}
+					}
+					return false
+				})
+				var unsaved TaskStatusResult
+				s.ok("task_status", map[string]any{"instance": d.Instance, "task_id": early.TaskID}, &unsaved)
+				if unsaved.SessionID != "" || unsaved.State != TaskRunning {
+					t.Errorf("Pi waiting on its model: %+v", unsaved)
+				}
+				if out := w.execIn(d.Instance, "cat /home/agent/.isx-mcp/tasks/"+early.TaskID+"/runs/1/stdout"); !strings.Contains(out, `"type":"session"`) {
+					t.Errorf("Pi named no session in its stream yet, so the check above proves nothing: %s", out)
+				}
+				s.ok("cancel_task", map[string]any{"instance": d.Instance, "task_id": early.TaskID}, nil)
+				waitFinished(t, s, early.TaskID, 1, time.Minute)
+				s.ok("task_status", map[string]any{"instance": d.Instance, "task_id": early.TaskID}, &unsaved)
+				if unsaved.SessionID != "" {
+					t.Errorf("a Pi run stopped before it saved has session %q", unsaved.SessionID)
+				}
+				s.refused("send_message", map[string]any{"instance": d.Instance, "task_id": early.TaskID, "message": "x"}, CodeWrongState)
 			case "opencode":
 				// ISX-112, ISX-113.
 				if out, code := w.asAgent(t, d.Instance, "opencode session delete "+status.SessionID); code != 0 {

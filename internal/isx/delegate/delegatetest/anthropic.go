@@ -23,6 +23,9 @@ import (
 type Script struct {
 	Command func(prompt string) string
 	Report  func(prompt string) string
+	// Hold, when it says so for a prompt, keeps the call open with no
+	// answer until its client goes away: an agent waiting on its model.
+	Hold func(prompt string) bool
 }
 
 // Call is one model call a fake received.
@@ -172,6 +175,10 @@ func (a *Anthropic) messages(w http.ResponseWriter, r *http.Request) {
 	a.record(call)
 	if a.denied(req.Model) {
 		writeJSON(w, http.StatusNotFound, anthropicError("not_found_error", "model: "+req.Model))
+		return
+	}
+	if prompt, _ := lastPrompt(req); a.Script.Hold != nil && a.Script.Hold(prompt) {
+		<-r.Context().Done()
 		return
 	}
 	reply := a.decide(req, call.Tools)
