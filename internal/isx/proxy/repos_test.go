@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,7 +28,8 @@ func (a admitter) Admit(ctx context.Context, name string) error {
 // A template's tools clone their repositories at build time through the
 // proxy, with the GitHub account pinned on the template, which never
 // enters the instance; the claude tool trusts every cloned repository; the
-// built template keeps no way to the proxy of its own.
+// built template keeps no way to the proxy of its own; the agent pushes
+// from an instance of it as that account.
 //
 // ISX-035.
 func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
@@ -76,5 +79,20 @@ func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
 	}
 	if strings.Contains(out, "/home/") || strings.Contains(out, "/etc/") || strings.Contains(out, "/root/") {
 		t.Errorf("the account's token is in a file of the template:\n%s", out)
+	}
+
+	// The agent pushes from an instance of the template through the
+	// proxy, which authenticates the push as the pinned account.
+	before := len(git.Authorizations())
+	w.mustRun("look", "runuser -l agent -c '. "+instance.ProfileFile+"; cd work/repo && git -c user.name=a -c user.email=a@example.invalid commit -q --allow-empty -m pushed-by-the-agent && git push -q origin HEAD:main'")
+	pushed := false
+	for _, auth := range git.Authorizations()[before:] {
+		pushed = pushed || auth == want
+	}
+	if !pushed {
+		t.Errorf("the push did not reach the git host as the template's account: %v", git.Authorizations()[before:])
+	}
+	if log, err := exec.Command("git", "--git-dir", filepath.Join(git.Root, "org", "repo.git"), "log", "-1", "--format=%s", "main").Output(); err != nil || strings.TrimSpace(string(log)) != "pushed-by-the-agent" {
+		t.Errorf("the git host's main after the push: %q, %v", log, err)
 	}
 }
