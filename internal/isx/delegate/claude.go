@@ -30,7 +30,18 @@ func (claudeAgent) Argv(l Launch) []string {
 	return append(argv, "--", l.Prompt)
 }
 
-func (claudeAgent) Join(session string) []string { return []string{"claude", "--resume", session} }
+// Join resumes the session interactively. Interactive Claude Code asks
+// whether to use an ANTHROPIC_API_KEY it finds in the environment, and
+// suggests No, which would leave the person signed out; the instance
+// secret changes with every start, so no approval can be written ahead.
+// It goes as ANTHROPIC_AUTH_TOKEN instead (a bearer token, which Claude
+// uses without asking, and which the proxy accepts as it does the key).
+func (claudeAgent) Join(session string) []string {
+	return []string{"/bin/sh", "-c", claudeJoinScript, "isx-claude-join", session}
+}
+
+const claudeJoinScript = `[ -n "${ANTHROPIC_API_KEY-}" ] && { ANTHROPIC_AUTH_TOKEN=$ANTHROPIC_API_KEY; export ANTHROPIC_AUTH_TOKEN; unset ANTHROPIC_API_KEY; }
+exec claude --resume "$1"`
 
 // Parse reads stream-json: the system init event names the session, the
 // result event ends the run with the report, its turns, usage and cost.

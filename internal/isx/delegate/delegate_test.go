@@ -115,6 +115,13 @@ func TestLaunchCommands(t *testing.T) {
 	if argv := Adapters[Pi].Argv(Launch{Prompt: "p", Session: "u-1", Resume: true}); !containsRun(argv, "--mode", "json") || !containsRun(argv, "--session", "u-1") {
 		t.Errorf("pi: %q", argv)
 	}
+	// Joining Claude hands the secret over as a bearer token, so that the
+	// interactive Claude never asks about an API key; the session is an
+	// argument, never shell text.
+	if join := Adapters[Claude].Join("s-1"); join[0] != "/bin/sh" || join[len(join)-1] != "s-1" ||
+		!strings.Contains(join[2], "ANTHROPIC_AUTH_TOKEN=$ANTHROPIC_API_KEY") || !strings.Contains(join[2], "unset ANTHROPIC_API_KEY") || strings.Contains(join[2], "s-1") {
+		t.Errorf("claude join: %q", join)
+	}
 	for name, a := range Adapters {
 		for _, arg := range a.Argv(first) {
 			if strings.Contains(arg, "turns") {
