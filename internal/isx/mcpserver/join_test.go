@@ -10,8 +10,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
-// A person runs a finished Claude task's join_command on the host, in a
-// terminal (tmux): the real `isx shell --task` resumes the agent's
+// A person runs a finished Claude or Codex task's join_command on the
+// host, in a terminal (tmux): the real `isx shell --task` resumes the agent's
 // conversation inside the instance, which shows the task's earlier
 // exchange; meanwhile the task is attached and send_message is refused;
 // once the person leaves, the task is finished again and takes follow-ups.
@@ -20,8 +20,14 @@ import (
 func TestJoinCommandResumesTheConversationISX130(t *testing.T) {
 	w := newAgentWorld(t, "templates: ["+agentsTemplate+"]\n")
 	s := w.start(sessionOptions{notify: true})
+	for _, agent := range []string{"claude", "codex"} {
+		t.Run(agent, func(t *testing.T) { w.join(t, s, agent) })
+	}
+}
+
+func (w *agentWorld) join(t *testing.T, s *session, agent string) {
 	var d DelegateResult
-	s.ok("delegate", map[string]any{"template": agentsTemplate, "instruction": "quince: add a line to notes.txt"}, &d)
+	s.ok("delegate", map[string]any{"template": agentsTemplate, "agent": agent, "instruction": "quince: add a line to notes.txt"}, &d)
 	waitFinished(t, s, d.TaskID, 1, 3*time.Minute)
 
 	args := strings.Fields(d.JoinCommand)
