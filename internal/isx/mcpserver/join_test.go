@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
@@ -21,13 +22,24 @@ func TestJoinCommandResumesTheConversationISX130(t *testing.T) {
 	w := newAgentWorld(t, "templates: ["+agentsTemplate+"]\n")
 	s := w.start(sessionOptions{notify: true})
 	for _, agent := range []string{"claude", "codex"} {
-		t.Run(agent, func(t *testing.T) { w.join(t, s, agent) })
+		t.Run(agent, func(t *testing.T) { w.join(t, s, agentsTemplate, agent) })
 	}
 }
 
-func (w *agentWorld) join(t *testing.T, s *session, agent string) {
+// The same with Pi's and opencode's own forms of resuming.
+//
+// ISX-130.
+func TestJoinPiAndOpencodeISX130(t *testing.T) {
+	w := newWorldOf(t, "templates: ["+buildtest.DebianOthers+"]\n", buildtest.DebianOthers)
+	s := w.start(sessionOptions{notify: true})
+	for _, agent := range []string{"pi", "opencode"} {
+		t.Run(agent, func(t *testing.T) { w.join(t, s, buildtest.DebianOthers, agent) })
+	}
+}
+
+func (w *agentWorld) join(t *testing.T, s *session, template, agent string) {
 	var d DelegateResult
-	s.ok("delegate", map[string]any{"template": agentsTemplate, "agent": agent, "instruction": "quince: add a line to notes.txt"}, &d)
+	s.ok("delegate", map[string]any{"template": template, "agent": agent, "instruction": "quince: add a line to notes.txt"}, &d)
 	waitFinished(t, s, d.TaskID, 1, 3*time.Minute)
 
 	args := strings.Fields(d.JoinCommand)
