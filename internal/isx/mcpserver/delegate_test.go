@@ -65,8 +65,8 @@ func newWorldOf(t testing.TB, mcpYAML string, templates ...string) *agentWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.openai.Close)
-	cfg := fmt.Sprintf("project: %s\ntemplate-paths: [%s]\nproxy:\n  upstreams:\n    api.anthropic.com: %s\n    api.openai.com: %s\n",
-		e.client.ProjectName(), buildtest.Dir(t), w.anthropic.URL, w.openai.URL)
+	cfg := fmt.Sprintf("project: %s\ntemplate-paths: [%s, %s]\nproxy:\n  upstreams:\n    api.anthropic.com: %s\n    api.openai.com: %s\n",
+		e.client.ProjectName(), buildtest.Dir(t), buildtest.OthersDir(t), w.anthropic.URL, w.openai.URL)
 	if err := os.WriteFile(config.ConfigPath(e.home), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

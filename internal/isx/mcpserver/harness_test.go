@@ -123,7 +123,7 @@ func sharedProject(t testing.TB) string {
 
 func testTemplates(t testing.TB) *template.Set {
 	t.Helper()
-	set, err := template.Load(template.Options{Home: t.TempDir(), SearchPaths: []string{buildtest.Dir(t)}})
+	set, err := template.Load(template.Options{Home: t.TempDir(), SearchPaths: []string{buildtest.Dir(t), buildtest.OthersDir(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ const (
 	// installs Claude Code and Codex.
 	DebianChild = "tpl-test-debian-child"
 	// DebianOthers builds on Debian, makes a git workspace and installs Pi
-	// and opencode.
+	// and opencode; it is in OthersDir.
 	DebianOthers = "tpl-test-debian-others"
 )
 
@@ -57,6 +57,13 @@ func Dir(t testing.TB) string {
 		t.Fatalf("buildtest: %v", err)
 	}
 	return filepath.Join(root, "testdata", "templates")
+}
+
+// OthersDir is the directory of DebianOthers, apart from Dir so that what
+// lists every test template (the TUI's tests) sees only Dir's.
+func OthersDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(Dir(t)), "templates-others")
 }
 
 // Templates loads the built-in definitions, the test templates (as a
