@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -47,11 +49,25 @@ func (a *app) runBuild(cmd *cobra.Command, req build.Request, verbose bool) erro
 	if err != nil {
 		return err
 	}
-	builder := &build.Builder{Client: client, Set: set, Owner: owner, Out: a.stdout, Verbose: verbose, Clock: a.clock}
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	builder := &build.Builder{Client: client, Set: set, Owner: owner, Out: a.stdout, Verbose: verbose, Clock: a.clock,
+		NPMCache: build.NPMCacheDir(home), Proxy: buildProxy{a}, ProxyDir: config.ProxyDir(home)}
 	results, err := builder.Build(cmd.Context(), req)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "Built %d template(s) in project %s.\n", len(results), client.ProjectName())
 	return nil
+}
+
+// buildProxy is the host proxy for a build that clones repositories,
+// started only when a build needs it.
+type buildProxy struct{ a *app }
+
+func (p buildProxy) Admit(ctx context.Context, name string) error {
+	_, err := mcpProxy(p).Admit(ctx, name)
+	return err
 }

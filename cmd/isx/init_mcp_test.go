@@ -187,7 +187,7 @@ func TestInitMCPSetUpISX285(t *testing.T) {
 	tm.expect("Set up isx mcp? [y/N]: ")
 	tm.send("y")
 	tm.expect("Registered isx mcp with Claude Code for all projects.")
-	answers := map[string]string{"tpl-dev": "n", buildtest.BusyBoxChild: "y", buildtest.DebianChild: "n"}
+	answers := map[string]string{"tpl-dev": "n", buildtest.DebianChild: "y"}
 	var asked []string
 	for range answers {
 		chunk := tm.expect("]: ")
@@ -199,12 +199,12 @@ func TestInitMCPSetUpISX285(t *testing.T) {
 		asked = append(asked, name)
 		tm.send(answers[name])
 	}
-	tm.expect("Templates agents may use: " + buildtest.BusyBoxChild)
+	tm.expect("Templates agents may use: " + buildtest.DebianChild)
 	tm.wait()
-	if want := []string{"tpl-dev", buildtest.BusyBoxChild, buildtest.DebianChild}; !slices.Equal(asked, want) {
+	if want := []string{"tpl-dev", buildtest.DebianChild}; !slices.Equal(asked, want) {
 		t.Errorf("asked about %v, want %v (the templates with claude or codex)", asked, want)
 	}
-	if got := mcpTemplates(t, x.home); !slices.Equal(got, []string{buildtest.BusyBoxChild}) {
+	if got := mcpTemplates(t, x.home); !slices.Equal(got, []string{buildtest.DebianChild}) {
 		t.Errorf("mcp.yaml templates = %v", got)
 	}
 	// ISX-285, ISX-294: Claude Code has it, and reaches it.
@@ -248,19 +248,17 @@ func TestInitMCPSetUpISX285(t *testing.T) {
 		chunk := tm.expect("]: ")
 		name := strings.Fields(chunk[strings.LastIndex(chunk, "May agents use ")+len("May agents use "):])[0]
 		switch name {
-		case buildtest.BusyBoxChild:
+		case buildtest.DebianChild:
 			if !strings.HasSuffix(chunk, "[Y/n]: ") {
 				t.Errorf("an approved template is not offered as yes: %q", chunk)
 			}
 			tm.send("")
-		case buildtest.DebianChild:
-			tm.send("y")
 		default:
-			tm.send("")
+			tm.send("y")
 		}
 	}
 	tm.wait()
-	if got := mcpTemplates(t, x.home); !slices.Equal(got, []string{buildtest.BusyBoxChild, buildtest.DebianChild}) {
+	if got := mcpTemplates(t, x.home); !slices.Equal(got, []string{buildtest.DebianChild, "tpl-dev"}) {
 		t.Errorf("after t: %v", got)
 	}
 }
@@ -299,7 +297,8 @@ func TestInitMCPWithoutClaude(t *testing.T) {
 	tm.expect("Set up isx mcp? [y/N]: ")
 	tm.send("y")
 	tm.expect("claude mcp add --scope user isx -- " + isxBinary + " mcp")
-	for range 3 {
+	// The templates with Claude Code or Codex: tpl-dev and the agents' one.
+	for range 2 {
 		tm.expect("]: ")
 		tm.send("")
 	}

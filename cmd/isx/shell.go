@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/delegate"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
@@ -181,28 +182,27 @@ func commandTaskIntro(info *task.Info) string {
 }
 
 // resumeCommand is the command that resumes a delegated agent's saved
-// conversation.
+// conversation: the session the task recorded, or the one its stream
+// names, in the agent's own form (claude --resume, codex resume, …).
 func resumeCommand(ctx context.Context, client *incus.Client, name string, info *task.Info) ([]string, error) {
-	res, err := client.Exec(ctx, name, incus.ExecRequest{
-		Command: []string{"cat", fmt.Sprintf("%s/%s/session_id", task.Dir, info.ID)},
-		UID:     build.AgentUID, GID: build.AgentGID,
-	})
-	if err != nil {
-		return nil, err
-	}
-	session := strings.TrimSpace(string(res.Stdout))
-	if res.ExitCode != 0 || session == "" || strings.ContainsAny(session, " \t\n") {
-		return nil, fmt.Errorf("task %s has no saved agent session yet, so there is no conversation to join; try again once it has started", info.ID)
-	}
 	agent := ""
 	if info.Record.Delegate != nil {
 		agent = info.Record.Delegate.Agent
 	}
-	switch agent {
-	case "claude", "":
-		return []string{"claude", "--resume", session}, nil
-	case "codex":
-		return []string{"codex", "resume", session}, nil
+	adapter, err := delegate.Of(agent)
+	if err != nil {
+		return nil, fmt.Errorf("task %s records no agent isx knows: %w", info.ID, err)
 	}
-	return nil, fmt.Errorf("joining a %s task is not supported yet; isx shell %s opens a shell in the instance", agent, name)
+	run, err := task.ReadDelegate(ctx, client, name, info.ID, 64<<10, 0)
+	if err != nil {
+		return nil, err
+	}
+	session := run.Session
+	if session == "" {
+		session = adapter.Parse(run.Head).SessionID
+	}
+	if session == "" {
+		return nil, fmt.Errorf("task %s has no saved %s session yet, so there is no conversation to join; try again once it has started", info.ID, agent)
+	}
+	return adapter.Join(session), nil
 }

@@ -192,8 +192,8 @@ func TestTUIShowsWhatListShowsISX048ISX049(t *testing.T) {
 			t.Errorf("template %s: the TUI shows %v, isx list %v", want[0], got, want)
 		}
 	}
-	if got := row(templates, buildtest.BusyBoxChild); len(got) != 4 || got[3] != "claude" {
-		t.Errorf("the child template's tools: %v", got)
+	if got := row(templates, buildtest.DebianChild); len(got) != 4 || got[3] != "claude,codex" {
+		t.Errorf("the agents' template's tools: %v", got)
 	}
 	if got := row(rows, "w2"); len(got) != 5 || got[3] != "airgap" {
 		t.Errorf("w2's network: %v", got)

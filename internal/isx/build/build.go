@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -60,6 +61,20 @@ type Builder struct {
 	// (DefaultBootTimeout when zero).
 	StepTimeout time.Duration
 	BootTimeout time.Duration
+	// NPMCache is the host's cache of npm package tarballs the agent tools
+	// are installed from (NPMCacheDir of the user's home when empty).
+	NPMCache string
+	// Proxy and ProxyDir are the host proxy (config.ProxyDir) through which
+	// a template whose tools name repositories clones them, with the
+	// template's GitHub account. Without them such a template fails to
+	// build, saying so.
+	Proxy    Admitter
+	ProxyDir string
+}
+
+// Admitter has the host proxy serve a running instance's current start.
+type Admitter interface {
+	Admit(ctx context.Context, instance string) error
 }
 
 // Request says what to build.
@@ -252,6 +267,17 @@ func (b *Builder) bootTimeout() time.Duration {
 		return b.BootTimeout
 	}
 	return DefaultBootTimeout
+}
+
+func (b *Builder) npmCache() string {
+	if b.NPMCache != "" {
+		return b.NPMCache
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return NPMCacheDir(home)
 }
 
 func round(d time.Duration) time.Duration {

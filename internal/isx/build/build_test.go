@@ -123,8 +123,8 @@ func TestBuildBusyboxChain(t *testing.T) {
 	}
 	rootTools, _ := instance.ParseStamps(getInstance(t, c, buildtest.BusyBox).Config).Tools()
 	childTools, err := instance.ParseStamps(getInstance(t, c, buildtest.BusyBoxChild).Config).Tools()
-	if err != nil || len(rootTools) != 0 || len(childTools) != 1 || childTools[0].Name != "claude" ||
-		childTools[0].Model != "sonnet" || childTools[0].Workdir != "work" || childTools[0].AgentNote != "a test note" {
+	// Neither installs an agent (tools_test.go builds those).
+	if err != nil || len(rootTools) != 0 || len(childTools) != 0 {
 		t.Errorf("tools stamps: root %+v, child %+v (%v)", rootTools, childTools, err)
 	}
 

@@ -49,6 +49,13 @@ func TestDebianChainBranchAndExec(t *testing.T) {
 		}
 		return res
 	}
+	// The agents' template has Claude Code and Codex for the agent user,
+	// Codex reaching its provider through the host proxy's route.
+	tools := agent(incus.ExecRequest{Command: []string{"sh", "-c", "claude --version && codex --version && cat ~/.codex/config.toml"}, Env: map[string]string{"HOME": build.AgentHome}})
+	if out := string(tools.Stdout); tools.ExitCode != 0 || !strings.Contains(out, "Claude Code") || !strings.Contains(out, "codex-cli") ||
+		!strings.Contains(out, `base_url = "http://127.0.0.1:3128/openai/v1"`) || !strings.Contains(out, `approval_policy = "never"`) {
+		t.Errorf("the agents: exit %d\n%s%s", tools.ExitCode, out, tools.Stderr)
+	}
 	res := agent(incus.ExecRequest{
 		Command: []string{"bash", "-c", `read -r line; echo "$line|$EXTRA|$ISX_TEST_LEVEL|$(pwd)|$(id -un)"; git -C . rev-parse --is-inside-work-tree`},
 		Stdin:   []byte("from stdin\n"),

@@ -24,6 +24,9 @@ const (
 	CodeParentNotBuilt = "parent_not_built"
 	// CodeBuildFailed: something other than a step failed while building.
 	CodeBuildFailed = "build_failed"
+	// CodeToolFailed: an agent tool of the template cannot be installed
+	// (not in the npm cache and not fetchable, or it does not run here).
+	CodeToolFailed = "tool_failed"
 	// CodeInvalidRequest: the build request itself is wrong.
 	CodeInvalidRequest = "invalid_request"
 )

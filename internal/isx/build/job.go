@@ -24,6 +24,45 @@ type job struct {
 
 func (j *job) root() bool { return j.def.Parent == "" }
 
+// repos are the repositories the definition's own tools clone.
+func (j *job) repos() []template.Repo {
+	var out []template.Repo
+	for _, t := range j.def.Tools {
+		out = append(out, t.Repos...)
+	}
+	return out
+}
+
+// connect gives a build that clones repositories its way to the host
+// proxy: the proxy device, and the stamps by which the proxy serves it
+// with its template's accounts.
+func (j *job) connect(create *incus.InstanceCreate) error {
+	if len(j.repos()) == 0 {
+		return nil
+	}
+	if j.Proxy == nil || j.ProxyDir == "" {
+		return failure(CodeToolFailed, j.def.Name, nil, "its tools clone repositories, which goes through the host proxy, and this build has none (isx build starts it)")
+	}
+	devices, config, err := instance.BuildProxy(j.ProxyDir, j.Client.ProjectName(), j.instance)
+	if err != nil {
+		return err
+	}
+	source, err := j.Set.EffectiveSource(j.def.Name)
+	if err != nil {
+		return err
+	}
+	if create.Config == nil {
+		create.Config = map[string]string{}
+	}
+	maps.Copy(create.Config, config)
+	maps.Copy(create.Config, instance.Stamps{Type: instance.TypeBuild, Template: j.def.Name, Owner: j.Owner, Source: string(source), Network: instance.NetworkDefault}.Config())
+	if create.Devices == nil {
+		create.Devices = map[string]map[string]string{}
+	}
+	maps.Copy(create.Devices, devices)
+	return nil
+}
+
 // createRequest makes the build instance from the root image or from a
 // copy of the parent's template instance, without the parent's stamps.
 func (j *job) createRequest(ctx context.Context) (incus.InstanceCreate, error) {
@@ -39,7 +78,7 @@ func (j *job) createRequest(ctx context.Context) (incus.InstanceCreate, error) {
 		}
 		create.Source = incus.ImageSource(alias)
 		j.from = "image " + alias
-		return create, nil
+		return create, j.connect(&create)
 	}
 	parent, _, err := j.Client.GetInstance(ctx, j.def.Parent)
 	if errors.Is(err, incus.ErrNotFound) {
@@ -59,7 +98,7 @@ func (j *job) createRequest(ctx context.Context) (incus.InstanceCreate, error) {
 		}
 	}
 	j.from = "template " + j.def.Parent
-	return create, nil
+	return create, j.connect(&create)
 }
 
 // run does everything after the build instance was made.
@@ -89,6 +128,12 @@ func (j *job) run(ctx context.Context) error {
 		if err := j.step(ctx, step{label: label, index: i + 1, of: len(j.def.Run), script: s.Run, user: s.User}); err != nil {
 			return err
 		}
+	}
+	if err := j.installTools(ctx); err != nil {
+		return err
+	}
+	if err := j.cloneRepos(ctx); err != nil {
+		return err
 	}
 	if err := j.stamp(ctx); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os/user"
 	"sort"
+	"strings"
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -65,6 +66,10 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 		return nil
 	case errors.Is(err, incus.ErrConflict):
 		return NewError(CodeExists, opts.Name, err, "an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name)
+	case busyCreating(err):
+		// Another caller is making an instance of this very name right
+		// now: the name is taken, and the instance is not ours to remove.
+		return NewError(CodeExists, opts.Name, err, "an instance named %s is being made in project %s by another caller right now", opts.Name, m.project())
 	case errors.Is(err, incus.ErrUnavailable):
 		return err
 	}
@@ -73,6 +78,14 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 		return errors.Join(failed, cleanupErr)
 	}
 	return failed
+}
+
+// busyCreating recognises Incus refusing a create because an instance of
+// that name is being created right now (it quotes the operation's name:
+// `Instance is busy running a "create" operation`).
+func busyCreating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "busy running a") && strings.Contains(msg, "create")
 }
 
 func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.InstanceCreate, error) {

@@ -82,6 +82,17 @@ func proxyDevices(proxyDir, project, name string) (map[string]map[string]string,
 	}}, nil
 }
 
+// BuildProxy is the device and config that connect a build instance to
+// the host proxy of proxyDir while it clones its tools' repositories; the
+// build removes both before it stamps the template.
+func BuildProxy(proxyDir, project, name string) (map[string]map[string]string, map[string]string, error) {
+	devices, err := proxyDevices(proxyDir, project, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return devices, proxyEnvironment(NetworkDefault, proxyDir), nil
+}
+
 // ConnectsTo reports whether the instance's proxy device leads to socket:
 // the host proxy serves an instance only on the socket its device names.
 func ConnectsTo(devices map[string]map[string]string, socket string) bool {

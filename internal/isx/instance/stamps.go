@@ -65,6 +65,10 @@ const MCPPrefix = Prefix + "mcp-"
 const (
 	TypeBase     = "base"     // a built template
 	TypeInstance = "instance" // a branch of a template
+	// TypeBuild is a template being built whose tools clone repositories:
+	// the host proxy serves it, with its template's accounts, until the
+	// build stamps it TypeBase.
+	TypeBuild = "build"
 )
 
 // Stamps is what isx stamped on an instance, parsed from its Incus

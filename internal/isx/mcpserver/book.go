@@ -33,8 +33,10 @@ func viewOfInfo(info task.Info) InstanceTask {
 }
 
 // record stores what was read of a task and returns the state it had
-// before ("" when the book did not know it).
-func (b *taskBook) record(instance string, view InstanceTask) TaskState {
+// before ("" when the book did not know it) with the view as stored: a
+// lost task, which the instance can no longer give a run, keeps the run
+// the book knew.
+func (b *taskBook) record(instance string, view InstanceTask) (TaskState, InstanceTask) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	tasks := b.byInstance[instance]
@@ -45,12 +47,15 @@ func (b *taskBook) record(instance string, view InstanceTask) TaskState {
 	var before TaskState
 	if old := tasks[view.TaskID]; old != nil {
 		before = old.State
-		if view.Kind == "" {
+		if view.Kind == "" || view.State == TaskLost {
 			view.Kind = old.Kind
+		}
+		if view.Run == 0 {
+			view.Run = old.Run
 		}
 	}
 	tasks[view.TaskID] = &view
-	return before
+	return before, view
 }
 
 // forget marks a task's end as not read yet (after cancel_task).

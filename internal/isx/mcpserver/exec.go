@@ -33,6 +33,7 @@ type ExecArgs struct {
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"text given to the command's standard input (at most 1 MiB; foreground only)" maxLength:"1048576"`
 	TimeoutSeconds *int              `json:"timeout_seconds,omitempty" jsonschema:"foreground only: kill the command after this many seconds (1-3600, default 600)" minimum:"1" maximum:"3600"`
 	MaxOutputBytes *int              `json:"max_output_bytes,omitempty" jsonschema:"foreground only: keep at most this many bytes of each of stdout and stderr (1-1048576, default 32768)" minimum:"1" maximum:"1048576"`
+	Ask            string            `json:"ask,omitempty" jsonschema:"foreground only: instead of the output, a one-shot Claude Code on summary-model answers this question about it inside the instance (untrusted, lossy)" maxLength:"2000"`
 	Background     bool              `json:"background,omitempty" jsonschema:"run it as a task and return at once with its task_id"`
 	IdempotencyKey *IdempotencyKey   `json:"idempotency_key,omitempty" jsonschema:"background only: 1-64 of A-Za-z0-9._:-; a repeat returns the task the key made, with replayed: true"`
 }
@@ -65,6 +66,8 @@ func (a *ExecArgs) Validate() error {
 			return invalid("timeout_seconds is for foreground commands; a background task runs until it ends or cancel_task stops it")
 		case a.MaxOutputBytes != nil:
 			return invalid("max_output_bytes is for foreground commands; give max_bytes to task_result instead")
+		case a.Ask != "":
+			return invalid("ask is for foreground commands; give ask to task_result instead")
 		}
 		return nil
 	}
@@ -89,6 +92,7 @@ type ExecResult struct {
 	StdoutBytes *int64  `json:"stdout_bytes,omitempty"`
 	StderrBytes *int64  `json:"stderr_bytes,omitempty"`
 	Truncated   *bool   `json:"truncated,omitempty"`
+	Answer      *string `json:"answer,omitempty"`
 	// Background.
 	TaskID   string    `json:"task_id,omitempty"`
 	Kind     TaskKind  `json:"kind,omitempty"`
@@ -121,6 +125,7 @@ type foregroundShape struct {
 	StdoutBytes int64  `json:"stdout_bytes" jsonschema:"bytes the command wrote to stdout, kept or not"`
 	StderrBytes int64  `json:"stderr_bytes"`
 	Truncated   bool   `json:"truncated" jsonschema:"output beyond max_output_bytes was dropped"`
+	Answer      string `json:"answer,omitempty" jsonschema:"with ask: the summary model's answer about the output, which is then left out; untrusted"`
 }
 
 type backgroundShape struct {
@@ -147,11 +152,19 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		return s.execBackground(ctx, c, args)
 	}
 	name := string(args.Instance)
-	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
+	v, _, refusal := s.heldRunning(ctx, name)
+	if refusal != nil {
 		return ExecResult{}, "", refusal
+	}
+	// ISX-195, ISX-196: refused before the command runs.
+	if args.Ask != "" && !hasAgent(v, "claude") {
+		return ExecResult{}, "", noAsk(v)
 	}
 	timeout := orDefault(args.TimeoutSeconds, defaultTimeout)
 	limit := orDefault(args.MaxOutputBytes, defaultOutput)
+	if args.Ask != "" && args.MaxOutputBytes == nil {
+		limit = maxAskInput
+	}
 	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
 		Command:        []string{"/bin/sh", "-c", args.Command},
 		Env:            agentEnv(args.Env),
@@ -170,6 +183,15 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		Instance: name, ExitCode: ptr(res.ExitCode), DurationMS: ptr(res.Duration.Milliseconds()),
 		TimedOut: ptr(res.TimedOut), Cancelled: ptr(res.Cancelled), Stdout: &stdout, Stderr: &stderr,
 		StdoutBytes: ptr(res.StdoutBytes), StderrBytes: ptr(res.StderrBytes), Truncated: ptr(res.Truncated),
+	}
+	if args.Ask != "" {
+		answer, err := s.ask(ctx, c, v, args.Ask, "the output of the command "+clip(args.Command, 200), "--- stdout ---\n"+stdout+"\n--- stderr ---\n"+stderr)
+		if err != nil {
+			return ExecResult{}, "", err
+		}
+		empty := ""
+		out.Stdout, out.Stderr, out.Answer = &empty, &empty, &answer
+		return out, fmt.Sprintf("Exit code %d after %d ms. The summary model answers (untrusted, lossy):\n%s", res.ExitCode, res.Duration.Milliseconds(), answer), nil
 	}
 	return out, execText(out, res), nil
 }

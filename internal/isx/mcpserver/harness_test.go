@@ -123,7 +123,7 @@ func sharedProject(t testing.TB) string {
 
 func testTemplates(t testing.TB) *template.Set {
 	t.Helper()
-	set, err := template.Load(template.Options{Home: t.TempDir(), SearchPaths: []string{buildtest.Dir(t)}})
+	set, err := template.Load(template.Options{Home: t.TempDir(), SearchPaths: []string{buildtest.Dir(t), buildtest.OthersDir(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func builtTemplate(t testing.TB, name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	b := &build.Builder{Client: incustest.Client().InProject(project), Set: set, Owner: "isx-test", Out: &progress}
+	b := &build.Builder{Client: incustest.Client().InProject(project), Set: set, Owner: "isx-test", Out: &progress, NPMCache: buildtest.NPMCache()}
 	_, err = b.Build(ctx, build.Request{Templates: []string{name}})
 	shared.built[name] = err
 	if err != nil {
@@ -414,7 +414,7 @@ func (s *session) ok(tool string, args any, out any) map[string]any {
 	// The Incus daemon is shared with other tests and sometimes too busy
 	// to start a container in time; unavailable is the refusal a client
 	// may retry unchanged, so this client does, once.
-	if res.IsError && (tool == "create_instance" || tool == "start_instance") && refusalCode(res) == string(CodeUnavailable) {
+	if res.IsError && (tool == "create_instance" || tool == "start_instance" || tool == "delegate") && refusalCode(res) == string(CodeUnavailable) {
 		s.t.Logf("%s: retrying after %s", tool, resultText(res))
 		res = s.call(tool, args)
 	}

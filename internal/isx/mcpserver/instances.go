@@ -200,27 +200,33 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 	if args.Template != "" && !c.policy.Approves(args.Template) {
 		return CreateInstanceResult{}, "", notApproved(args.Template, c.policy.Path)
 	}
-	defer s.keys.lock("instance:" + key)()
-	views, err := s.userInstances(ctx)
-	if err != nil {
-		return CreateInstanceResult{}, "", err
-	}
+	// Only calls with one key wait for each other: creations without a
+	// key, or with different keys, run at once.
 	if key != "" {
+		defer s.keys.lock("instance:" + key)()
+		views, err := s.userInstances(ctx)
+		if err != nil {
+			return CreateInstanceResult{}, "", err
+		}
 		for _, v := range views {
 			if v.stamps.MCP.IdempotencyKey == key {
 				return s.replayCreate(ctx, v, args)
 			}
 		}
 	}
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return CreateInstanceResult{}, "", err
+	}
 	from, tpl, fork, refusal := s.creationSource(ctx, c, views, args)
 	if refusal != nil {
 		return CreateInstanceResult{}, "", refusal
 	}
-	release, refusal := s.reserveInstance(views, c.policy.MaxInstances)
+	reserved, _, refusal := s.reserveInstance(ctx, c.policy.MaxInstances)
 	if refusal != nil {
 		return CreateInstanceResult{}, "", refusal
 	}
-	defer release()
+	defer reserved.release()
 	hint := args.NameHint
 	if hint == "" {
 		hint = defaultHint
@@ -231,34 +237,42 @@ func (s *Server) createInstance(ctx context.Context, c *call, args CreateInstanc
 	}.Config()
 	stamps[instance.KeyMCPState] = stateCreating
 	stamps[instance.KeyMCPSource] = args.source()
-	name, err := s.branch(ctx, from, tpl, hint, key, stamps)
+	name, err := s.branch(ctx, from, tpl, hint, key, stamps, reserved)
 	if err != nil {
 		var replay *replayInstead
 		if errors.As(err, &replay) {
 			return s.replayCreate(ctx, replay.view, args)
 		}
+		if name != "" {
+			// Incus may have made it before it stopped answering, and a
+			// failed Branch cannot remove it while Incus is away.
+			return CreateInstanceResult{}, "", s.refusedCreate(ctx, name, err)
+		}
 		return CreateInstanceResult{}, "", err
 	}
 	defer s.inflight.Delete(name)
 	if err := s.finishCreating(ctx, name, fork); err != nil {
-		return CreateInstanceResult{}, "", notFinished(name, key, err)
+		return CreateInstanceResult{}, "", s.refusedCreate(ctx, name, err)
 	}
 	s.admit(ctx, c, name)
 	out := CreateInstanceResult{Instance: name, Template: tpl, Status: "running", State: InstanceReady, Purpose: args.Purpose, IdempotencyKey: key}
 	return out, fmt.Sprintf("Made %s from %s; it is running and held by this session. exec runs commands in it; destroy_instance when done.", name, args.Template+string(args.FromInstance)), nil
 }
 
-func notFinished(name, key string, err error) *Refusal {
+// refusedCreate removes an instance that did not become ready and says
+// why: a refused create_instance leaves nothing behind, so a retry starts
+// afresh (with a key too: the key made nothing that is left).
+func (s *Server) refusedCreate(ctx context.Context, name string, err error) *Refusal {
 	r := asRefusal(err)
-	how := "destroy_instance it and try again"
-	if key != "" {
-		how = "repeat create_instance with the same idempotency_key to finish it, or destroy_instance it"
-	}
-	r.Message = fmt.Sprintf("instance %s was made but did not become ready (%s); %s", name, r.Message, how)
 	if r.Code == CodeInternal {
 		r.Code = CodeUnavailable
 	}
-	return r.on(name, "")
+	if abandonErr := s.abandon(ctx, name); abandonErr != nil {
+		r.Message = fmt.Sprintf("instance %s was made but did not become ready (%s), and it could not be removed: %v", name, r.Message, abandonErr)
+		return r.on(name, "")
+	}
+	r.Message = fmt.Sprintf("instance %s did not become ready (%s) and was removed again; nothing is left of it, so try again", name, r.Message)
+	return r
 }
 
 // creationSource checks what create_instance copies: an approved, usable
@@ -316,33 +330,17 @@ func notApproved(tpl, path string) *Refusal {
 	return refusef(CodeNotApproved, "template %s is not approved for agents; the user approves templates in %s (templates:) or with isx init, and agents cannot", tpl, path)
 }
 
-// reserveInstance counts this host user's MCP instances (every session's,
-// kept and orphaned ones too) with the creations under way in this
-// process, against max-instances.
-func (s *Server) reserveInstance(views []mcpView, limit int) (func(), *Refusal) {
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	if len(views)+s.pendingInstances >= limit {
-		return nil, refusef(CodeLimit, "host user %s already has %d MCP instances and mcp.yaml allows %d (max-instances, counted across sessions, kept and orphaned ones included); destroy_instance one you no longer need, or ask the user to raise the limit or destroy kept ones with isx destroy",
-			s.opts.Owner, len(views)+s.pendingInstances, limit)
-	}
-	s.pendingInstances++
-	return func() {
-		s.limitMu.Lock()
-		s.pendingInstances--
-		s.limitMu.Unlock()
-	}, nil
-}
-
 // replayInstead says a keyed creation found the key's instance after all.
 type replayInstead struct{ view mcpView }
 
 func (r *replayInstead) Error() string { return "replay " + r.view.inst.Name }
 
-// branch makes the instance under a new name. A keyed creation's suffix
-// comes from the owner and key, so two sessions creating with one key at
-// once collide on the name in Incus and one of them replays.
-func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps map[string]string) (string, error) {
+// branch makes the instance under a new name, which it returns even when
+// the making failed. A keyed creation's suffix comes from the owner and
+// key, so two sessions creating with one key at once collide on the name
+// in Incus and the later one replays, or hears busy while the first is
+// still making it.
+func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps map[string]string, reserved *reservation) (string, error) {
 	manager := &instance.Manager{Client: s.opts.Client, Clock: s.opts.Clock, ProxyDir: s.proxyDir()}
 	for attempt := range maxAttempts {
 		var suffix string
@@ -355,6 +353,7 @@ func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps
 			}
 		}
 		name := instanceName(tpl, hint, suffix)
+		reserved.named(name)
 		s.inflight.Store(name, true)
 		err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Owner: s.opts.Owner, Config: stamps})
 		if err == nil {
@@ -363,9 +362,9 @@ func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps
 		}
 		s.inflight.Delete(name)
 		if coded.CodeOf(err) != instance.CodeExists {
-			return "", err
+			return name, err
 		}
-		if key != "" {
+		if key != "" && attempt == 0 {
 			views, listErr := s.userInstances(ctx)
 			if listErr != nil {
 				return "", listErr
@@ -375,6 +374,9 @@ func (s *Server) branch(ctx context.Context, from, tpl, hint, key string, stamps
 					return "", &replayInstead{view: v}
 				}
 			}
+			// The key's name is taken by a creation Incus does not list
+			// yet: another session is making the key's instance.
+			return "", refusef(CodeBusy, "idempotency key %q is making instance %s in another session right now; retry shortly", key, name).on(name, "")
 		}
 	}
 	return "", refusef(CodeBusy, "no free instance name found for template %s; retry", tpl)
@@ -438,7 +440,7 @@ func (s *Server) replayCreate(ctx context.Context, v mcpView, args CreateInstanc
 	}
 	if v.creating() {
 		if err := s.finishCreating(ctx, name, strings.HasPrefix(v.stamps.MCP.Source, "instance:")); err != nil {
-			return CreateInstanceResult{}, "", notFinished(name, key, err)
+			return CreateInstanceResult{}, "", s.refusedCreate(ctx, name, err)
 		}
 		inst, _, err := s.opts.Client.GetInstance(ctx, name)
 		if err != nil {

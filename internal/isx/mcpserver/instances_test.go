@@ -23,7 +23,16 @@ func TestInstanceLifecycle(t *testing.T) {
 	s := e.start(sessionOptions{})
 
 	var templates ListTemplatesResult
-	s.ok("list_templates", map[string]any{}, &templates)
+	listed := s.ok("list_templates", map[string]any{}, &templates)
+	// ISX-070: every template has default_delegate_agent and
+	// summary_agent, empty without an agent for them.
+	for _, raw := range listed["templates"].([]any) {
+		for _, key := range []string{"default_delegate_agent", "summary_agent"} {
+			if agent, ok := raw.(map[string]any)[key]; !ok || agent != "" {
+				t.Errorf("%s of a template without agents: %v (present %v)", key, agent, ok)
+			}
+		}
+	}
 	if templates.MaxInstances != 5 || templates.MaxConcurrentTasks != 3 || templates.OrphanGraceHours != 2 {
 		t.Errorf("limits = %+v", templates)
 	}
@@ -38,13 +47,12 @@ func TestInstanceLifecycle(t *testing.T) {
 	if !child.Usable || !child.Built || child.Stale || child.Source != "search-path" {
 		t.Errorf("child template = %+v", child)
 	}
-	if len(child.Tools) != 1 || child.Tools[0].Name != "claude" || child.Tools[0].Model != "sonnet" ||
-		child.DefaultDelegateAgent != "claude" || !child.SupportsAsk || len(child.DelegateAgents) != 1 ||
-		child.DelegateAgents[0].PermissionMode != "bypassPermissions" || !child.DelegateAgents[0].SupportsModelPreflight {
-		t.Errorf("child's tools and delegates = %+v", child)
-	}
-	if templates.Templates[1].DefaultDelegateAgent != "" || len(templates.Templates[1].DelegateAgents) != 0 {
-		t.Errorf("the root template has no agent tools: %+v", templates.Templates[1])
+	// A template without agents has no descriptors (delegate_test.go
+	// reads those of the agents' template).
+	for _, tpl := range templates.Templates {
+		if tpl.DefaultDelegateAgent != "" || len(tpl.DelegateAgents) != 0 || tpl.SupportsAsk {
+			t.Errorf("a template without agents has delegate descriptors: %+v", tpl)
+		}
 	}
 
 	// ISX-034: no network, credential or resource choices.

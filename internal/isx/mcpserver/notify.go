@@ -44,7 +44,7 @@ type notifier struct {
 	enabled   bool
 	transport *mcpkit.Notifier
 	sent      map[string]TaskState // last state sent, by instance/task
-	watching  map[string]bool
+	watching  map[string]*watcher
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -52,7 +52,7 @@ type notifier struct {
 
 func newNotifier(s *Server) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{s: s, sent: map[string]TaskState{}, watching: map[string]bool{}, ctx: ctx, cancel: cancel}
+	return &notifier{s: s, sent: map[string]TaskState{}, watching: map[string]*watcher{}, ctx: ctx, cancel: cancel}
 }
 
 func (n *notifier) attach(t *mcpkit.Notifier) {
@@ -79,7 +79,7 @@ func (n *notifier) initialized(session *mcp.ServerSession) {
 	n.mu.Unlock()
 	n.wg.Go(n.followEvents)
 	for _, name := range n.s.tasks.instances() {
-		n.watch(name)
+		n.watch(name, "")
 	}
 }
 
@@ -97,7 +97,7 @@ func (n *notifier) changed(instance string, view InstanceTask, _ TaskState) {
 	}
 	n.send(TaskChanged{TaskID: view.TaskID, Instance: instance, Run: view.Run, State: view.State, ExitCode: view.ExitCode})
 	if view.State == TaskRunning {
-		n.watch(instance)
+		n.watch(instance, view.TaskID)
 	}
 }
 
@@ -122,31 +122,59 @@ func (n *notifier) send(change TaskChanged) {
 	}
 }
 
-// watch starts waiting inside the instance for its running tasks, once.
-func (n *notifier) watch(instance string) {
+// watcher is the one wait running inside an instance for its running
+// tasks. A task that starts while the wait runs is not among those it
+// waits for, so the wait is begun again with it: otherwise its end would
+// be told only once the wait for the others gives up.
+type watcher struct {
+	waiting    map[string]bool // the tasks the current wait is for
+	generation int             // bumped by every task the wait lacks
+	cancel     context.CancelFunc
+}
+
+// watch waits inside the instance for its running tasks, starting the
+// watcher once, and makes it wait again when taskID (if any) is a running
+// task its current wait does not cover.
+func (n *notifier) watch(instance, taskID string) {
 	n.mu.Lock()
-	if !n.enabled || n.watching[instance] || n.ctx.Err() != nil {
+	if !n.enabled || n.ctx.Err() != nil {
 		n.mu.Unlock()
 		return
 	}
-	n.watching[instance] = true
+	if w := n.watching[instance]; w != nil {
+		if taskID != "" && !w.waiting[taskID] {
+			w.generation++
+			if w.cancel != nil {
+				w.cancel()
+			}
+		}
+		n.mu.Unlock()
+		return
+	}
+	w := &watcher{}
+	n.watching[instance] = w
 	n.mu.Unlock()
 	n.wg.Go(func() {
 		defer func() {
 			n.mu.Lock()
-			delete(n.watching, instance)
+			if n.watching[instance] == w {
+				delete(n.watching, instance)
+			}
 			n.mu.Unlock()
 		}()
-		n.waitLoop(instance)
+		n.waitLoop(instance, w)
 	})
 }
 
 // watchSlice bounds one exec waiting in an instance.
 const watchSlice = 60 * time.Second
 
-func (n *notifier) waitLoop(instance string) {
+func (n *notifier) waitLoop(instance string, w *watcher) {
 	failures := 0
 	for n.ctx.Err() == nil {
+		n.mu.Lock()
+		generation := w.generation
+		n.mu.Unlock()
 		var running []string
 		for _, t := range n.s.tasks.tasks(instance) {
 			if t.State == TaskRunning {
@@ -154,9 +182,42 @@ func (n *notifier) waitLoop(instance string) {
 			}
 		}
 		if len(running) == 0 {
+			n.mu.Lock()
+			again := w.generation != generation
+			if !again {
+				delete(n.watching, instance)
+			}
+			n.mu.Unlock()
+			if again {
+				continue
+			}
 			return
 		}
-		res, err := task.Wait(n.ctx, n.s.opts.Client, instance, running, watchSlice)
+		ctx, cancel := context.WithCancel(n.ctx)
+		n.mu.Lock()
+		if w.generation != generation {
+			// A task started while the list was read: read it again.
+			n.mu.Unlock()
+			cancel()
+			continue
+		}
+		w.waiting, w.cancel = map[string]bool{}, cancel
+		for _, id := range running {
+			w.waiting[id] = true
+		}
+		n.mu.Unlock()
+		res, err := task.Wait(ctx, n.s.opts.Client, instance, running, watchSlice)
+		restarted := ctx.Err() != nil && n.ctx.Err() == nil
+		cancel()
+		// From here until the next wait begins, every task that starts
+		// (a follow-up run of one just waited for, too) makes it read the
+		// list again.
+		n.mu.Lock()
+		w.waiting, w.cancel = nil, nil
+		n.mu.Unlock()
+		if restarted {
+			continue
+		}
 		if err != nil {
 			if n.ctx.Err() != nil || n.instanceGone(instance) {
 				return

@@ -13,7 +13,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incustest"
 )
 
-func nextNote(t *testing.T, s *session, within time.Duration) TaskChanged {
+func nextNote(t testing.TB, s *session, within time.Duration) TaskChanged {
 	t.Helper()
 	select {
 	case n := <-s.notes:

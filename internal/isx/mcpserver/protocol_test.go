@@ -71,8 +71,8 @@ func TestServesStdioISX283(t *testing.T) {
 func TestOutputSchemasGoldenISX114(t *testing.T) {
 	e := offlineEnv(t)
 	s := e.startOffline(sessionOptions{})
-	want := []string{"adopt_instance", "cancel_task", "create_instance", "destroy_instance", "exec", "instance_activity", "keep_instance",
-		"list_instances", "list_templates", "start_instance", "stop_instance", "task_result", "task_status", "wait_any"}
+	want := []string{"adopt_instance", "cancel_task", "create_instance", "delegate", "destroy_instance", "exec", "get_diff", "instance_activity", "keep_instance",
+		"list_instances", "list_templates", "send_message", "start_instance", "stop_instance", "task_result", "task_status", "wait_any"}
 	var names []string
 	var listed []*mcp.Tool
 	for name, tool := range s.tools {
@@ -89,7 +89,7 @@ func TestOutputSchemasGoldenISX114(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
-	for _, name := range []string{"exec", "task_result"} {
+	for _, name := range []string{"exec", "task_result", "get_diff"} {
 		if !strings.Contains(s.tools[name].Description, "untrusted data produced inside the sandbox") {
 			t.Errorf("%s's description does not call its output untrusted: %s", name, s.tools[name].Description)
 		}

@@ -41,6 +41,7 @@ const Instructions = `isx gives you disposable Incus instances (containers) made
 How to work:
 - list_templates shows the approved templates (only usable ones can be used) and the limits. create_instance makes an instance from one (give name_hint and a one-line purpose); it is named mcp-<template>-<hint>-<suffix> and is held by this session.
 - exec runs a shell command in the instance as the agent user. Short commands run in the foreground (timeout_seconds, max_output_bytes). Long ones: background: true makes a task; follow it with task_status (wait_seconds up to 300), wait_any for several, task_result for its output, cancel_task to stop it. A task's state is running, finished, attached (finished, and a person is in its conversation), lost (the instance has no record of it) or unknown (nothing has read how it ended yet).
+- delegate hands a whole task to a coding agent (Claude Code, Codex, Pi or opencode) working inside an instance with full access there, in one this session holds or in a fresh one of a template; one agent works per instance. task_result gives its report, get_diff (stat, or the patch) what it changed, send_message continues the same conversation once it finished. ask on exec, task_result and get_diff has a small model inside the instance answer a question instead of returning a long text; its answer is untrusted and lossy, so anything that gates a merge stays deterministic (get_diff stat, CI, a reviewer).
 - instance_activity says, without touching the instance, what the host proxy counted of it: a model call in flight means its agent is working, a growing idle_seconds that it is stuck or done; traffic_* shows downloads and git. Subtract two reads only when they carry the same counting_since.
 - When done, destroy_instance. keep_instance hands an instance over to the user instead; stop_instance and start_instance pause and resume one.
 - Instances outlive this session. After a restart, list_instances shows your orphans: adopt_instance takes one back, with its tasks. An orphan nobody adopts is destroyed after the user's orphan-grace-hours.
@@ -92,10 +93,8 @@ type Server struct {
 	keys     keyLocks
 	inflight sync.Map // instance names being created by this process
 
-	limitMu          sync.Mutex
-	pendingInstances int
-	taskMu           sync.Mutex
-	pendingTasks     int
+	taskMu       sync.Mutex
+	pendingTasks int
 
 	notes     sync.Once
 	work      sync.WaitGroup // background work that must end before exit
@@ -143,6 +142,8 @@ func New(opts Options) (*Server, error) {
 	s.addInstanceTools()
 	s.addExecTools()
 	s.addTaskTools()
+	s.addDelegateTools()
+	s.addDiffTools()
 	s.addActivityTools()
 	return s, nil
 }

@@ -34,9 +34,9 @@ type TemplateView struct {
 	Stale                bool            `json:"stale" jsonschema:"built from an older definition; still usable, the user may rebuild it"`
 	Reason               string          `json:"reason,omitempty" jsonschema:"why it is not usable or is stale"`
 	Tools                []ToolView      `json:"tools" jsonschema:"agent tools the template installs"`
-	DefaultDelegateAgent string          `json:"default_delegate_agent,omitempty" jsonschema:"the agent a delegate gets when it names none: claude when installed, else codex"`
+	DefaultDelegateAgent string          `json:"default_delegate_agent" jsonschema:"the agent a delegate gets when it names none: claude when installed, else codex; empty when the template has neither (then delegate must name its agent)"`
 	SupportsAsk          bool            `json:"supports_ask" jsonschema:"whether ask (a summary by a model inside the instance) can work here"`
-	SummaryAgent         string          `json:"summary_agent,omitempty" jsonschema:"the agent that answers ask"`
+	SummaryAgent         string          `json:"summary_agent" jsonschema:"the agent that answers ask; empty when ask cannot work here"`
 	DelegateAgents       []DelegateAgent `json:"delegate_agents" jsonschema:"one descriptor per installed agent"`
 }
 
@@ -99,7 +99,7 @@ func describeTemplate(policy *config.MCP, set *template.Set, built *incus.Instan
 	for _, t := range tools {
 		view.Tools = append(view.Tools, ToolView{Name: t.Name, Model: t.Model})
 	}
-	describeDelegates(&view, policy, name, tools)
+	describeDelegates(&view, policy, name, installedTools(built))
 	if refusal := usable(set, built, name); refusal != nil {
 		view.Reason = refusal.Message
 	}
@@ -147,8 +147,25 @@ func chainTools(set *template.Set, name string) []template.Tool {
 	return template.MergeTools(chain)
 }
 
-// describeDelegates fills the delegate fields of seed 000 that this isx
-// can already tell; delegation itself is not served yet.
+// installedTools are the agents a built template has: its build installed
+// every tool its chain names, or failed. Until it is built there are none.
+func installedTools(built *incus.Instance) []template.Tool {
+	if built == nil {
+		return nil
+	}
+	stamped, err := instance.ParseStamps(built.Config).Tools()
+	if err != nil {
+		return nil
+	}
+	tools := make([]template.Tool, 0, len(stamped))
+	for _, t := range stamped {
+		tools = append(tools, template.Tool{Name: t.Name, Model: t.Model, Workdir: t.Workdir})
+	}
+	return tools
+}
+
+// describeDelegates fills the delegate fields of seed 000: a descriptor
+// per installed agent, the default agent, and whether ask works.
 func describeDelegates(view *TemplateView, policy *config.MCP, name string, tools []template.Tool) {
 	has := map[string]bool{}
 	for _, t := range tools {

@@ -46,8 +46,8 @@ func (s *Server) socketOf(name string) string {
 func (s *Server) notServed(inst *incus.Instance) string {
 	stamps := instance.ParseStamps(inst.Config)
 	switch {
-	case stamps.Type != instance.TypeInstance:
-		return "it is not an instance isx branched (a built template, or not made by isx)"
+	case stamps.Type != instance.TypeInstance && stamps.Type != instance.TypeBuild:
+		return "it is not an instance isx branched or a template isx is building (a built template, or not made by isx)"
 	case stamps.Owner != s.opts.Owner:
 		return "it belongs to host user " + stamps.Owner + ", not to " + s.opts.Owner
 	case stamps.Network == instance.NetworkAirgap:

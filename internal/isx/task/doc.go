@@ -28,10 +28,11 @@
 //	               so that "finished" is atomic
 //	~/.isx-mcp/keys/k-<key>       symlink to the task id the key made
 //
-// Reserved for delegated agents (not written yet): prompt (the instruction,
-// a file because it can be long), session_id (the agent's session, once it
-// names one), base_commit (HEAD at the first run), runs/<n>/message (a
-// send_message follow-up) and runs/<n>/events.jsonl (the agent's event log).
+// A delegated agent's task adds session_id (the agent's session, once its
+// stream names it), and a command per follow-up run (runs/<n>/command,
+// which the runner prefers to the task's); each run's stdout is the agent's
+// event stream, and the record carries the agent, the model override, the
+// permission and the base commit get_diff diffs against.
 //
 // Everything is owned by the agent user (uid 1000) and every script that
 // reads or writes records runs as that user. The agent can therefore

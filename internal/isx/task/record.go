@@ -31,8 +31,8 @@ const (
 	// KindCommand is a background exec: a command line run to its end.
 	KindCommand Kind = "command"
 	// KindDelegate is a coding agent (Claude Code, Codex, Pi, opencode)
-	// working on an instruction. Its record fields are reserved here; a later
-	// issue starts and resumes it.
+	// working on an instruction: its first run carries the instruction,
+	// each later run (NextRun) a follow-up message in the same session.
 	KindDelegate Kind = "delegate"
 )
 
@@ -57,15 +57,24 @@ type Record struct {
 // Delegate holds what a delegated agent's task records besides a command's.
 // Only the fields known when the task is made are in the record; what the
 // runs learn is kept in files of its own beside it (see the package
-// documentation): session_id, base_commit, prompt, runs/<n>/events.jsonl.
+// documentation): session_id, and each run's event stream (its stdout).
 type Delegate struct {
 	Agent string `json:"agent"`           // claude, codex, pi or opencode
 	Model string `json:"model,omitempty"` // the task's model override
+	// Permission is Claude's permission mode or Codex's sandbox mode,
+	// from mcp.yaml when the task was made.
+	Permission string `json:"permission,omitempty"`
+	// BaseCommit is HEAD of the working directory when the first run
+	// started (get_diff diffs against it); empty outside a git checkout,
+	// "-" in a checkout without commits.
+	BaseCommit string `json:"base_commit,omitempty"`
+	// Session is the agent's session when isx chose it (Claude).
+	Session string `json:"session,omitempty"`
 }
 
 // Spec asks Start for a task.
 type Spec struct {
-	Kind    Kind     // KindCommand; delegates are refused until they are implemented
+	Kind    Kind     // KindCommand, or KindDelegate with Delegate set
 	Command []string // argv; a shell line is []string{"/bin/sh", "-c", line}
 	// Cwd is where the command starts, an absolute path inside the
 	// instance (AgentHome when empty). It must exist when Start is called.
@@ -78,7 +87,7 @@ type Spec struct {
 	// task returns that task instead of making another.
 	Key     string
 	Session string // recorded as the task's creating session
-	// Delegate is reserved for delegated agents.
+	// Delegate describes a delegated agent's task (KindDelegate).
 	Delegate *Delegate
 }
 
@@ -96,11 +105,11 @@ const (
 func Shell(line string) []string { return []string{"/bin/sh", "-c", line} }
 
 func (s *Spec) validate() error {
-	if s.Kind != KindCommand {
-		if s.Kind == KindDelegate {
-			return newError(CodeInvalidArgument, "", "", "delegate tasks cannot be started yet: only command tasks are implemented")
-		}
-		return newError(CodeInvalidArgument, "", "", "unknown task kind %q: use %q", s.Kind, KindCommand)
+	switch {
+	case s.Kind == KindDelegate && (s.Delegate == nil || s.Delegate.Agent == ""):
+		return newError(CodeInvalidArgument, "", "", "a delegate task needs its agent")
+	case s.Kind != KindCommand && s.Kind != KindDelegate:
+		return newError(CodeInvalidArgument, "", "", "unknown task kind %q: use %q or %q", s.Kind, KindCommand, KindDelegate)
 	}
 	return s.validateFields()
 }

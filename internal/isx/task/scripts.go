@@ -470,6 +470,7 @@ as_agent sh -c "$1" isx-task
 
 // runnerScript is copied into each task's directory and run as
 // "/bin/sh <dir>/runner <run>" by the unit or the detached process group.
+// A run with a command of its own (a delegate's follow-up) runs that one.
 // It records its own pid and start time, runs the command with the task's
 // environment, and writes the exit file aside and renames it into place.
 // It survives the TERM of a cancel long enough to record the command's
@@ -486,7 +487,9 @@ set -- ${s##*) }
 shift 19
 trap 'stopping=1' TERM INT HUP
 printf '%s %s\n' "$$" "$1" >pid.tmp && mv -f pid.tmp pid
-( cd /home/agent 2>/dev/null; [ -s "$d/env" ] && . "$d/env"; . "$d/command" ) </dev/null >>stdout 2>>stderr
+c=$d/command
+[ -f "$r/command" ] && c=$r/command
+( cd /home/agent 2>/dev/null; [ -s "$d/env" ] && . "$d/env"; . "$c" ) </dev/null >>stdout 2>>stderr
 code=$?
 printf '%s %s\n' "$code" "$(date +%s)" >exit.tmp && mv -f exit.tmp exit
 `

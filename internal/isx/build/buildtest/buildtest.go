@@ -23,18 +23,31 @@ const (
 	// BusyBox builds on isx/busybox: env, files (one owned by the agent),
 	// a root step and an agent step.
 	BusyBox = "tpl-test-busybox"
-	// BusyBoxChild builds on BusyBox, overrides an env value and declares
-	// the claude tool.
+	// BusyBoxChild builds on BusyBox and overrides an env value.
 	BusyBoxChild = "tpl-test-busybox-child"
 	// Debian builds on isx/debian-12 (systemd, git, sudo, bash).
 	Debian = "tpl-test-debian"
 	// DebianChild builds on Debian, makes a git workspace for the agent and
-	// declares the codex tool.
+	// installs Claude Code and Codex.
 	DebianChild = "tpl-test-debian-child"
+	// DebianOthers builds on Debian, makes a git workspace and installs Pi
+	// and opencode; it is in OthersDir.
+	DebianOthers = "tpl-test-debian-others"
 )
 
-// buildTimeout bounds building the test templates.
-const buildTimeout = 5 * time.Minute
+// buildTimeout bounds building the test templates (the agents' template
+// copies two CLIs of some 170 MB each into its build instance).
+const buildTimeout = 10 * time.Minute
+
+// NPMCache is the npm package cache tests build agent tools from:
+// $ISX_NPM_CACHE, or the one scripts/test fills, beside the image cache,
+// so the CLIs are fetched from npm once per machine.
+func NPMCache() string {
+	if dir := os.Getenv(build.NPMCacheEnv); dir != "" {
+		return dir
+	}
+	return "/var/cache/isx/npm"
+}
 
 // Dir is testdata/templates at the repository root.
 func Dir(t testing.TB) string {
@@ -44,6 +57,13 @@ func Dir(t testing.TB) string {
 		t.Fatalf("buildtest: %v", err)
 	}
 	return filepath.Join(root, "testdata", "templates")
+}
+
+// OthersDir is the directory of DebianOthers, apart from Dir so that what
+// lists every test template (the TUI's tests) sees only Dir's.
+func OthersDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(Dir(t)), "templates-others")
 }
 
 // Templates loads the built-in definitions, the test templates (as a
@@ -92,7 +112,7 @@ func Build(t testing.TB, c *incus.Client, set *template.Set, names ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	var progress strings.Builder
-	b := &build.Builder{Client: c, Set: set, Owner: "isx-test", Out: &progress}
+	b := &build.Builder{Client: c, Set: set, Owner: "isx-test", Out: &progress, NPMCache: NPMCache()}
 	if _, err := b.Build(ctx, build.Request{Templates: names}); err != nil {
 		t.Fatalf("buildtest: building %s: %v\n%s", strings.Join(names, ", "), err, progress.String())
 	}

@@ -66,6 +66,9 @@ func StartGit(root, token, content string) (*Git, error) {
 		{"init", "-q", "-b", "main", work},
 		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "empty"},
 		{"clone", "-q", "--bare", work, repo},
+		// A push is authenticated by the token check below, which the
+		// backend cannot see, so it is allowed here.
+		{"--git-dir", repo, "config", "http.receivepack", "true"},
 	} {
 		if step[0] == "-C" {
 			if err := os.WriteFile(filepath.Join(work, "README.md"), []byte(content), 0o644); err != nil {

@@ -1,0 +1,574 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/delegate"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/mcpkit"
+)
+
+func (s *Server) addDelegateTools() {
+	addTool(s, delegateTool, s.delegate)
+	addTool(s, sendMessageTool, s.sendMessage)
+}
+
+// maxInstruction bounds an instruction or a follow-up: it travels to the
+// agent as one argument of its command line.
+const maxInstruction = 48 << 10
+
+// DelegateArgs are delegate's arguments.
+type DelegateArgs struct {
+	Instruction    string          `json:"instruction" jsonschema:"the whole task for the agent, as you would write it to a colleague (at most 48 KiB)" minLength:"1" maxLength:"49152"`
+	Instance       InstanceName    `json:"instance,omitempty" jsonschema:"a running instance this session holds; give this or template"`
+	Template       string          `json:"template,omitempty" jsonschema:"an approved, built template: the agent gets a fresh instance of it"`
+	Agent          string          `json:"agent,omitempty" jsonschema:"claude, codex, pi or opencode; default claude when installed, else codex" enum:"claude|codex|pi|opencode"`
+	Model          string          `json:"model,omitempty" jsonschema:"a model for this task instead of the template's; it stays for follow-ups" pattern:"^[A-Za-z0-9][A-Za-z0-9._:/@\\[\\]-]{0,127}$"`
+	Cwd            string          `json:"cwd,omitempty" jsonschema:"absolute directory the agent works in (default: the tool's workdir, else /home/agent)"`
+	Purpose        string          `json:"purpose,omitempty" jsonschema:"one line, at most 200 characters, for a fresh instance (isx list shows it)" maxLength:"200"`
+	NameHint       string          `json:"name_hint,omitempty" jsonschema:"1-16 of a-z, 0-9 and '-' for a fresh instance: mcp-<template>-<hint>-<suffix> (default hint: task)" pattern:"^[a-z0-9-]{1,16}$"`
+	IdempotencyKey *IdempotencyKey `json:"idempotency_key,omitempty" jsonschema:"1-64 of A-Za-z0-9._:-; a repeat returns the task the key made, with replayed: true"`
+}
+
+// Validate checks what the schema cannot say.
+func (a *DelegateArgs) Validate() error {
+	switch {
+	case a.Template == "" && a.Instance == "":
+		return invalid("give instance (one this session holds) or template (for a fresh instance)")
+	case a.Template != "" && a.Instance != "":
+		return invalid("give instance or template, not both")
+	case a.Instance != "" && (a.Purpose != "" || a.NameHint != ""):
+		return invalid("purpose and name_hint describe a fresh instance: give them with template, not instance")
+	case strings.ContainsRune(a.Instruction, 0):
+		return invalid("instruction holds a NUL byte")
+	case strings.TrimSpace(a.Instruction) == "":
+		return invalid("instruction is empty")
+	case len(a.Instruction) > maxInstruction:
+		return invalid("instruction is %d bytes; at most %d are accepted: put long material in a file in the instance and point the agent at it", len(a.Instruction), maxInstruction)
+	}
+	if err := checkCwd(a.Cwd); err != nil {
+		return err
+	}
+	return checkPurpose(a.Purpose)
+}
+
+// DelegateResult is delegate's structured result.
+type DelegateResult struct {
+	Instance    string    `json:"instance"`
+	TaskID      string    `json:"task_id"`
+	Kind        TaskKind  `json:"kind"`
+	Agent       string    `json:"agent" jsonschema:"the agent that works on it"`
+	Model       string    `json:"model,omitempty" jsonschema:"the model it was asked to use"`
+	Run         int       `json:"run"`
+	State       TaskState `json:"state"`
+	Replayed    bool      `json:"replayed" jsonschema:"the key had already made this task: nothing new was started"`
+	SessionID   string    `json:"session_id,omitempty" jsonschema:"the agent's session, once known"`
+	JoinCommand string    `json:"join_command" jsonschema:"the exact command a person runs on the host to join the conversation"`
+}
+
+var delegateTool = newTool[DelegateArgs, DelegateResult](mcpkit.Spec{
+	Name: "delegate", Annotations: acting(false),
+	Description: "Hand a whole task to a coding agent (Claude Code, Codex, Pi or opencode) working inside an instance with full access there, as a task with its own id: in an instance this session holds, or in a fresh one of an approved template (name_hint default task). One working agent per instance. Follow it with task_status, wait_any or the task_changed notification; task_result gives its report, get_diff its changes, send_message continues the same conversation. No agent runs under a turn limit.",
+})
+
+// defaultDelegateHint names an instance delegate made without a name_hint.
+const defaultDelegateHint = "task"
+
+func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (DelegateResult, string, error) {
+	key := keyOf(args.IdempotencyKey)
+	defer s.keys.lock("task:" + key)()
+	name := string(args.Instance)
+	if args.Template != "" {
+		if !c.policy.Approves(args.Template) {
+			return DelegateResult{}, "", notApproved(args.Template, c.policy.Path)
+		}
+		found, refusal := s.keyedInstance(ctx, key)
+		if refusal != nil {
+			return DelegateResult{}, "", refusal
+		}
+		if found == "" {
+			hint := args.NameHint
+			if hint == "" {
+				hint = defaultDelegateHint
+			}
+			made, _, err := s.createInstance(ctx, c, CreateInstanceArgs{Template: args.Template, NameHint: hint, Purpose: args.Purpose, IdempotencyKey: args.IdempotencyKey})
+			if err != nil {
+				return DelegateResult{}, "", err
+			}
+			found = made.Instance
+		}
+		name = found
+	}
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return DelegateResult{}, "", err
+	}
+	repeat, refusal := s.keyRepeat(ctx, views, name, key)
+	if refusal != nil {
+		return DelegateResult{}, "", refusal
+	}
+	v, _, refusal := s.heldRunning(ctx, name)
+	if refusal != nil {
+		return DelegateResult{}, "", refusal
+	}
+	tool, adapter, refusal := chooseAgent(v, args.Agent)
+	if refusal != nil {
+		return DelegateResult{}, "", refusal.on(name, "")
+	}
+	permission, refusal := agentPermission(c.policy, v.stamps.Template, adapter.Name())
+	if refusal != nil {
+		return DelegateResult{}, "", refusal.on(name, "")
+	}
+	model := args.Model
+	if model == "" {
+		model = tool.Model
+	}
+	cwd := args.Cwd
+	if cwd == "" {
+		cwd = workdirOf(tool)
+	}
+	record := &task.Delegate{Agent: adapter.Name(), Model: args.Model, Permission: permission}
+	if !repeat {
+		// What must hold before the agent starts, read at once: no agent
+		// already working there, the checkout's HEAD, the model.
+		var (
+			wg                 sync.WaitGroup
+			busy, modelRefusal *Refusal
+			baseErr            error
+		)
+		wg.Go(func() { busy = s.oneAgentAtATime(ctx, name) })
+		wg.Go(func() { record.BaseCommit, baseErr = s.baseCommit(ctx, name, cwd) })
+		if args.Model != "" && adapter.Name() == delegate.Claude {
+			wg.Go(func() { modelRefusal = s.preflight(ctx, name, model) })
+		}
+		wg.Wait()
+		switch {
+		case busy != nil:
+			return DelegateResult{}, "", busy
+		case modelRefusal != nil:
+			return DelegateResult{}, "", modelRefusal
+		case baseErr != nil:
+			return DelegateResult{}, "", baseErr
+		}
+	}
+	release := func() {}
+	if !repeat {
+		release, refusal = s.reserveTask(ctx, views, c.policy.MaxConcurrentTasks)
+		if refusal != nil {
+			return DelegateResult{}, "", refusal
+		}
+		if key != "" {
+			if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
+				return map[string]string{instance.KeyMCPTaskKeys: withWord(v.stamps.MCP.TaskKeys, key)}, nil
+			}); err != nil {
+				release()
+				return DelegateResult{}, "", err
+			}
+		}
+	}
+	defer release()
+	launch := delegate.Launch{Prompt: args.Instruction, Model: model, Permission: permission}
+	if !repeat {
+		if adapter.Name() == delegate.Claude {
+			if launch.Session, err = delegate.NewSessionID(s.opts.Random); err != nil {
+				return DelegateResult{}, "", err
+			}
+			record.Session = launch.Session
+		}
+	}
+	started, err := task.NewStarter(s.opts.Clock, s.opts.Random).Start(ctx, s.opts.Client, name, task.Spec{
+		Kind: task.KindDelegate, Command: delegate.Command(adapter, launch), Cwd: cwd,
+		Key: key, Session: s.opts.Session, Delegate: record,
+	})
+	if err != nil {
+		return DelegateResult{}, "", s.startFailed(ctx, name, key, repeat, err)
+	}
+	info := started.Status
+	s.markRunning(ctx, name, info)
+	s.observe(name, info)
+	out := DelegateResult{
+		Instance: name, TaskID: info.ID, Kind: KindDelegate, Agent: adapter.Name(), Model: model, Run: info.Run,
+		State: TaskState(info.State), Replayed: started.Replayed, JoinCommand: JoinCommand(info.ID, name),
+	}
+	if rec := info.Record; rec != nil && rec.Delegate != nil {
+		out.Agent, out.SessionID = rec.Delegate.Agent, rec.Delegate.Session
+		if rec.Delegate.Model != "" {
+			out.Model = rec.Delegate.Model
+		}
+	}
+	text := fmt.Sprintf("Delegated task %s to %s in %s (%s). You will be told when it changes if you asked for task_changed; otherwise task_status with wait_seconds waits for it. task_result gives its report, get_diff its changes, send_message continues the conversation.", info.ID, out.Agent, name, info.State)
+	if started.Replayed {
+		text = fmt.Sprintf("Idempotency key %q had already made task %s in %s (replayed); it is %s. Nothing new was started.", key, info.ID, name, info.State)
+	}
+	return out, text, nil
+}
+
+// keyedInstance finds the instance in which key already made a task, so
+// that a repeated delegate with a template goes back there.
+func (s *Server) keyedInstance(ctx context.Context, key string) (string, *Refusal) {
+	if key == "" {
+		return "", nil
+	}
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	for _, v := range views {
+		if slices.Contains(v.taskKeys, key) {
+			if v.holdingFor(s.opts.Session) == orphaned {
+				if _, _, refusal := s.takeOver(ctx, v.inst.Name, false); refusal != nil {
+					return "", refusal
+				}
+				s.adoptTasks(ctx, v)
+			}
+			return v.inst.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// keyRepeat says whether key already made a task in instance name, and
+// refuses a key that made one in another instance (ISX-166).
+func (s *Server) keyRepeat(ctx context.Context, views []mcpView, name, key string) (bool, *Refusal) {
+	if key == "" {
+		return false, nil
+	}
+	for _, v := range views {
+		if !slices.Contains(v.taskKeys, key) {
+			continue
+		}
+		if v.inst.Name != name {
+			return false, refusef(CodeInvalidArgument, "idempotency key %q made a task in instance %s, not %s; a repeat must name the same instance, so use another key for something else", key, v.inst.Name, name).on(name, "")
+		}
+		if v.holdingFor(s.opts.Session) == orphaned {
+			if _, _, refusal := s.takeOver(ctx, name, false); refusal != nil {
+				return false, refusal
+			}
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// markRunning adds a task to its instance's running stamp, counted by
+// max-concurrent-tasks.
+func (s *Server) markRunning(ctx context.Context, name string, info task.Info) {
+	if info.State != task.StateRunning {
+		return
+	}
+	if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
+		return map[string]string{instance.KeyMCPRunning: withWord(v.stamps.MCP.Running, info.ID)}, nil
+	}); err != nil {
+		s.warnf("recording running task %s of %s: %v", info.ID, name, err)
+	}
+}
+
+// chooseAgent picks the agent of a delegate among those the instance's
+// template installed: the one asked for, else Claude, else Codex.
+func chooseAgent(v mcpView, asked string) (instance.Tool, delegate.Adapter, *Refusal) {
+	tools := agentTools(v)
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	pick := asked
+	if pick == "" {
+		switch {
+		case slices.Contains(names, delegate.Claude):
+			pick = delegate.Claude
+		case slices.Contains(names, delegate.Codex):
+			pick = delegate.Codex
+		default:
+			return instance.Tool{}, nil, refusef(CodeWrongState, "instance %s (template %s) has neither Claude Code nor Codex installed (it has: %s); name an installed agent, or use a template whose tools install one", v.inst.Name, v.stamps.Template, listOrNone(names))
+		}
+	}
+	for _, t := range tools {
+		if t.Name == pick {
+			adapter, err := delegate.Of(pick)
+			if err != nil {
+				return instance.Tool{}, nil, refusef(CodeInvalidArgument, "%v", err)
+			}
+			return t, adapter, nil
+		}
+	}
+	return instance.Tool{}, nil, refusef(CodeInvalidArgument, "template %s of instance %s does not install %s (it has: %s); list_templates shows each template's delegate_agents", v.stamps.Template, v.inst.Name, pick, listOrNone(names))
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// agentTools are the agents the instance's template installed.
+func agentTools(v mcpView) []instance.Tool {
+	tools, err := v.stamps.Tools()
+	if err != nil {
+		return nil
+	}
+	return tools
+}
+
+// hasAgent reports whether the instance has the named agent.
+func hasAgent(v mcpView, name string) bool {
+	return slices.ContainsFunc(agentTools(v), func(t instance.Tool) bool { return t.Name == name })
+}
+
+// agentPermission is the permission an agent runs with on a template:
+// Claude's permission mode and Codex's sandbox mode from mcp.yaml; Pi and
+// opencode always have full access.
+func agentPermission(policy *config.MCP, tpl, agent string) (string, *Refusal) {
+	switch agent {
+	case delegate.Claude:
+		return policy.ClaudePermissionMode(tpl), nil
+	case delegate.Codex:
+		mode, err := policy.CodexSandboxMode(tpl)
+		if err != nil {
+			return "", refuseWith(CodeRefused, err, "Codex cannot run on template %s yet: %v; ask the user to add it to mcp.yaml", tpl, err)
+		}
+		return mode, nil
+	}
+	return "", nil
+}
+
+// workdirOf is where an agent works by default: its tool's workdir.
+func workdirOf(tool instance.Tool) string {
+	switch {
+	case tool.Workdir == "":
+		return task.AgentHome
+	case strings.HasPrefix(tool.Workdir, "/"):
+		return tool.Workdir
+	}
+	return task.AgentHome + "/" + tool.Workdir
+}
+
+// oneAgentAtATime refuses a delegate into an instance whose agent is
+// still working: two agents would edit one checkout at once.
+func (s *Server) oneAgentAtATime(ctx context.Context, name string) *Refusal {
+	infos, err := task.List(ctx, s.opts.Client, name)
+	if err != nil {
+		return asRefusal(err)
+	}
+	for _, info := range infos {
+		if info.Kind() == task.KindDelegate && info.State == task.StateRunning {
+			s.observe(name, info)
+			return refusef(CodeBusy, "an agent is already working in %s (task %s); wait for it, cancel_task it, or delegate into another instance", name, info.ID).on(name, info.ID)
+		}
+	}
+	return nil
+}
+
+// baseCommitScript prints HEAD of a directory's checkout, "-" for a
+// checkout without commits, or nothing outside a checkout.
+const baseCommitScript = `cd "$1" 2>/dev/null || { echo "no directory $1" >&2; exit 3; }
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0
+git rev-parse --verify -q HEAD 2>/dev/null || echo -`
+
+// baseCommit is what get_diff diffs the task's changes against.
+func (s *Server) baseCommit(ctx context.Context, name, cwd string) (string, error) {
+	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
+		Command: []string{"sh", "-c", baseCommitScript, "isx-base", cwd},
+		Env:     agentEnv(nil), UID: agentUID, GID: agentGID, Cwd: agentHome, Timeout: 30 * time.Second,
+	})
+	if err != nil {
+		return "", execRefusal(name, err)
+	}
+	if res.ExitCode == 3 {
+		return "", refusef(CodeInvalidArgument, "the working directory %s does not exist in %s, or the agent user cannot enter it", cwd, name).on(name, "")
+	}
+	head := strings.TrimSpace(string(res.Stdout))
+	if head != "" && head != "-" && !commitPattern.MatchString(head) {
+		return "", refusef(CodeInternal, "instance %s named HEAD of %s in a form isx does not understand", name, cwd).on(name, "")
+	}
+	return head, nil
+}
+
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// SendMessageArgs are send_message's arguments.
+type SendMessageArgs struct {
+	Instance InstanceName `json:"instance" jsonschema:"the instance the task runs in, held by this session"`
+	TaskID   TaskID       `json:"task_id" jsonschema:"a delegate task that finished"`
+	Message  string       `json:"message" jsonschema:"the follow-up for the agent, in the same conversation (at most 48 KiB)" minLength:"1" maxLength:"49152"`
+}
+
+// Validate checks what the schema cannot say.
+func (a *SendMessageArgs) Validate() error {
+	switch {
+	case strings.ContainsRune(a.Message, 0):
+		return invalid("message holds a NUL byte")
+	case strings.TrimSpace(a.Message) == "":
+		return invalid("message is empty")
+	case len(a.Message) > maxInstruction:
+		return invalid("message is %d bytes; at most %d are accepted", len(a.Message), maxInstruction)
+	}
+	return nil
+}
+
+var sendMessageTool = newTool[SendMessageArgs, DelegateResult](mcpkit.Spec{
+	Name: "send_message", Annotations: acting(false),
+	Description: "Continue a finished delegate task: the same agent resumes its exact saved conversation with this message, as a new run of the task (with the task's model). Refused while the task runs, while a person is in its conversation (attached), and before the agent has saved a session to resume.",
+})
+
+func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs) (DelegateResult, string, error) {
+	name, id := string(args.Instance), string(args.TaskID)
+	v, _, refusal := s.heldRunning(ctx, name)
+	if refusal != nil {
+		return DelegateResult{}, "", refusal.on("", id)
+	}
+	d, err := s.readDelegate(ctx, name, id, 64<<10, 0)
+	if err != nil {
+		return DelegateResult{}, "", err
+	}
+	info, rec := d.run.Status, d.record
+	switch info.State {
+	case task.StateLost:
+		return DelegateResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).on(name, id)
+	case task.StateRunning:
+		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is still running; wait for it (task_status with wait_seconds) before sending a message", id).on(name, id)
+	case task.StateAttached:
+		return DelegateResult{}, "", refusef(CodeWrongState, "a person is in the conversation of task %s (isx shell --task); send_message waits until they leave it, so the two of you never race on one conversation", id).on(name, id)
+	}
+	if rec == nil {
+		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is a command task; send_message continues delegate tasks only", id).on(name, id)
+	}
+	adapter, err := delegate.Of(rec.Agent)
+	if err != nil {
+		return DelegateResult{}, "", refusef(CodeInternal, "task %s records an agent isx does not know: %v", id, err).on(name, id)
+	}
+	if d.session == "" {
+		return DelegateResult{}, "", refusef(CodeWrongState, "%s has not saved a session for task %s yet, so there is no conversation to continue; delegate the follow-up as a new task", adapter.Name(), id).on(name, id)
+	}
+	permission, refusal := agentPermission(c.policy, v.stamps.Template, adapter.Name())
+	if refusal != nil {
+		return DelegateResult{}, "", refusal.on(name, id)
+	}
+	model := rec.Model
+	if model == "" {
+		for _, t := range agentTools(v) {
+			if t.Name == adapter.Name() {
+				model = t.Model
+			}
+		}
+	}
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return DelegateResult{}, "", err
+	}
+	release, refusal := s.reserveTask(ctx, views, c.policy.MaxConcurrentTasks)
+	if refusal != nil {
+		return DelegateResult{}, "", refusal
+	}
+	defer release()
+	launch := delegate.Launch{Prompt: args.Message, Model: model, Session: d.session, Resume: true, Permission: permission}
+	next, err := task.NewStarter(s.opts.Clock, s.opts.Random).NextRun(ctx, s.opts.Client, name, id, d.run.Status.Record.Cwd, delegate.Command(adapter, launch))
+	if err != nil {
+		if coded.CodeOf(err) == task.CodeInternal {
+			r := asRefusal(err)
+			r.Code = CodeTaskFailed
+			return DelegateResult{}, "", r
+		}
+		return DelegateResult{}, "", err
+	}
+	s.markRunning(ctx, name, *next)
+	s.observe(name, *next)
+	out := DelegateResult{
+		Instance: name, TaskID: id, Kind: KindDelegate, Agent: adapter.Name(), Model: model, Run: next.Run,
+		State: TaskState(next.State), SessionID: d.session, JoinCommand: JoinCommand(id, name),
+	}
+	return out, fmt.Sprintf("Sent the message to %s; it resumes session %s as run %d of task %s in %s.", adapter.Name(), d.session, next.Run, id, name), nil
+}
+
+// delegateRead is a delegate task as read from its instance, with what
+// its latest run's event stream says.
+type delegateRead struct {
+	run     *task.DelegateRun
+	record  *task.Delegate
+	adapter delegate.Adapter
+	report  delegate.Report
+	session string
+}
+
+// readDelegate reads a delegate task and its latest run's stream (head and
+// tail bytes), and records a session the stream names for the first time,
+// so that a follow-up resumes exactly it.
+func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail int64) (*delegateRead, error) {
+	run, err := task.ReadDelegate(ctx, s.opts.Client, name, id, head, tail)
+	if err != nil {
+		return nil, err
+	}
+	d := &delegateRead{run: run, session: run.Session}
+	rec := run.Status.Record
+	if rec == nil || rec.Kind != task.KindDelegate || rec.Delegate == nil {
+		return d, nil
+	}
+	d.record = rec.Delegate
+	adapter, err := delegate.Of(rec.Delegate.Agent)
+	if err != nil {
+		return d, nil
+	}
+	d.adapter = adapter
+	stream := joinStream(run.Head, run.Tail, run.Status.StdoutBytes)
+	d.report = adapter.Parse(stream)
+	if saver, ok := adapter.(delegate.Saver); ok {
+		// ISX-108..110: Pi's session counts once Pi saved it, and no
+		// longer once it is gone.
+		session := d.session
+		if session == "" && run.Status.Run == 1 {
+			session = d.report.SessionID
+		}
+		if !task.ValidSession(session) || !s.sessionSaved(ctx, name, saver.SessionFiles(session)) {
+			d.session = ""
+			return d, nil
+		}
+	}
+	if d.session == "" && task.ValidSession(d.report.SessionID) && run.Status.Run == 1 {
+		if err := task.SetSession(ctx, s.opts.Client, name, id, d.report.SessionID); err != nil && !errors.Is(err, context.Canceled) {
+			s.warnf("recording the session of task %s: %v", id, err)
+		} else {
+			d.session = d.report.SessionID
+		}
+	}
+	return d, nil
+}
+
+// joinStream puts the head and tail of a stream of size bytes back
+// together: whole when they overlap, else with the middle left out (the
+// tail's first, cut line is then not JSON and is skipped).
+func joinStream(head, tail []byte, size int64) []byte {
+	switch {
+	case size <= int64(len(head)):
+		return head
+	case size <= int64(len(head)+len(tail)):
+		overlap := int64(len(head)+len(tail)) - size
+		return append(append([]byte{}, head...), tail[overlap:]...)
+	}
+	return append(append(append([]byte{}, head...), '\n'), tail...)
+}
+
+// sessionSavedScript succeeds when a file matches the pattern.
+const sessionSavedScript = `set +f
+for f in $1; do [ -e "$f" ] && exit 0; done
+exit 1`
+
+// sessionSaved reports whether the agent saved the session in the
+// instance (a file matches pattern).
+func (s *Server) sessionSaved(ctx context.Context, name, pattern string) bool {
+	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
+		Command: []string{"sh", "-c", sessionSavedScript, "isx-saved", pattern},
+		UID:     agentUID, GID: agentGID, Cwd: agentHome, Timeout: 30 * time.Second,
+	})
+	return err == nil && res.ExitCode == 0
+}

@@ -1,0 +1,344 @@
+package mcpserver
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+)
+
+// The defects found by trying isx mcp as a new user would: each test here
+// failed before its fix.
+
+// A task started while another task of the same instance runs gets its
+// finished notification within the latency target, not when the wait for
+// the first gives up (ISX-140).
+func TestSecondTaskNotifiedPromptlyISX140(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	s := e.start(sessionOptions{notify: true})
+	var inst CreateInstanceResult
+	s.ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &inst)
+	var long, short ExecResult
+	s.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 600", "background": true}, &long)
+	if n := nextNote(t, s, 10*time.Second); n.TaskID != long.TaskID || n.State != TaskRunning {
+		t.Fatalf("first notification %+v", n)
+	}
+	s.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 1; exit 4", "background": true}, &short)
+	if n := nextNote(t, s, 10*time.Second); n.TaskID != short.TaskID || n.State != TaskRunning {
+		t.Fatalf("second notification %+v", n)
+	}
+	began := time.Now()
+	n := nextNote(t, s, 10*time.Second)
+	if n.TaskID != short.TaskID || n.State != TaskFinished || n.ExitCode == nil || *n.ExitCode != 4 {
+		t.Fatalf("notification %+v, want the second task finished with 4", n)
+	}
+	// The task sleeps one second; its end is told well within two.
+	if took := time.Since(began); took > 2500*time.Millisecond {
+		t.Errorf("finished told %s after running: the wait for the first task held it up", took)
+	}
+	s.ok("cancel_task", map[string]any{"instance": inst.Instance, "task_id": long.TaskID}, nil)
+}
+
+// A lost task is reported with its run, in task_status and in its
+// notification, not with run 0 (ISX-124, ISX-141).
+func TestLostTaskKeepsItsRunISX124(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	s := e.start(sessionOptions{notify: true})
+	var inst CreateInstanceResult
+	s.ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &inst)
+	var bg ExecResult
+	s.ok("exec", map[string]any{"instance": inst.Instance, "command": "sleep 600", "background": true}, &bg)
+	if n := nextNote(t, s, 10*time.Second); n.State != TaskRunning || n.Run != 1 {
+		t.Fatalf("notification %+v", n)
+	}
+	e.execIn(inst.Instance, "pkill sleep; rm -rf /home/agent/.isx-mcp/tasks/"+bg.TaskID)
+	var status TaskStatusResult
+	s.ok("task_status", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID}, &status)
+	if status.State != TaskLost || status.Run != 1 {
+		t.Errorf("task_status = %+v, want lost with run 1", status)
+	}
+	for {
+		n := nextNote(t, s, 10*time.Second)
+		if n.State == TaskLost {
+			if n.Run != 1 {
+				t.Errorf("lost notification %+v, want run 1", n)
+			}
+			break
+		}
+	}
+}
+
+// stallProxy stands between isx mcp and the Incus socket, passing every
+// byte through until stall is called: then it cuts every open connection
+// and hangs up on each new one at once, as a daemon that stopped
+// answering, until it has hung up on rejections of them.
+type stallProxy struct {
+	target   string
+	listener net.Listener
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+	left     int // connections still to hang up on
+	wg       sync.WaitGroup
+}
+
+func startStallProxy(t *testing.T) *stallProxy {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "isxstall-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	l, err := net.Listen("unix", filepath.Join(dir, "incus.socket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{target: incus.DefaultSocket(), listener: l, conns: map[net.Conn]bool{}}
+	p.wg.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.pass(conn) })
+		}
+	})
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *stallProxy) path() string { return p.listener.Addr().String() }
+
+func (p *stallProxy) pass(conn net.Conn) {
+	defer conn.Close()
+	p.mu.Lock()
+	if p.left > 0 {
+		p.left--
+		p.mu.Unlock()
+		return
+	}
+	p.conns[conn] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, conn)
+		p.mu.Unlock()
+	}()
+	upstream, err := net.Dial("unix", p.target)
+	if err != nil {
+		return
+	}
+	defer upstream.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(upstream, conn); done <- struct{}{} }() //nolint:errcheck // a cut connection ends the copy
+	go func() { io.Copy(conn, upstream); done <- struct{}{} }() //nolint:errcheck // a cut connection ends the copy
+	<-done
+}
+
+// stall cuts every open connection and hangs up on the next rejections.
+func (p *stallProxy) stall(rejections int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.left = rejections
+	for conn := range p.conns {
+		conn.Close()
+	}
+}
+
+func (p *stallProxy) close() {
+	p.listener.Close()
+	p.mu.Lock()
+	for conn := range p.conns {
+		conn.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// A create_instance refused during a daemon stall leaves nothing behind:
+// no stopped instance stamped creating (ISX-032).
+func TestRefusedCreateLeavesNothingISX032(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	p := startStallProxy(t)
+	s := e.start(sessionOptions{env: []string{"INCUS_SOCKET=" + p.path()}})
+	pending := make(chan refusalOrName, 1)
+	go func() {
+		res, err := s.cs.CallTool(e.ctx(), callParams("create_instance", map[string]any{"template": "tpl-test-busybox"}))
+		if err != nil {
+			pending <- refusalOrName{err: err}
+			return
+		}
+		pending <- refusalOrName{code: refusalCode(res), text: resultText(res)}
+	}()
+	incustest.WaitFor(t, "the instance to be made", time.Minute, func() bool { return len(e.mcpInstances()) > 0 })
+	p.stall(6)
+	got := <-pending
+	if got.err != nil {
+		t.Fatalf("create_instance: %v", got.err)
+	}
+	t.Logf("create_instance during the stall: code %q: %s", got.code, got.text)
+	if got.code == "" {
+		// The copy had finished before the stall and the call went on
+		// afterwards: a success is fine, as long as it is whole.
+		if names := e.mcpInstances(); len(names) != 1 {
+			t.Fatalf("after a successful create: %v", names)
+		}
+		return
+	}
+	if got.code != string(CodeUnavailable) {
+		t.Errorf("refusal code %s, want unavailable", got.code)
+	}
+	if names := e.mcpInstances(); len(names) != 0 {
+		t.Errorf("a refused create left %v behind (state %q)", names, e.instanceConfig(names[0])["user.isx.mcp-state"])
+	}
+}
+
+type refusalOrName struct {
+	code, text string
+	err        error
+}
+
+// Creations without a key run at once, in one session and across
+// sessions, while max-instances stays exact: 20 calls from 3 sessions at
+// max-instances 8 make exactly 8 instances and 12 limit refusals, and
+// leave nothing else behind (ISX-056, ISX-032).
+func TestConcurrentCreatesISX056(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\nmax-instances: 8\n")
+	sessions := []*session{e.start(sessionOptions{}), e.start(sessionOptions{}), e.start(sessionOptions{})}
+	// One create alone, for the time a create takes here.
+	began := time.Now()
+	var one CreateInstanceResult
+	sessions[0].ok("create_instance", map[string]any{"template": "tpl-test-busybox"}, &one)
+	single := time.Since(began)
+	sessions[0].ok("destroy_instance", map[string]any{"instance": one.Instance}, nil)
+
+	var (
+		mu    sync.Mutex
+		codes = map[string]int{}
+		made  []string
+		wg    sync.WaitGroup
+	)
+	began = time.Now()
+	for i := range 20 {
+		s := sessions[i%3]
+		wg.Go(func() {
+			res, err := s.cs.CallTool(context.Background(), callParams("create_instance", map[string]any{"template": "tpl-test-busybox"}))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				codes["error: "+err.Error()]++
+			case res.IsError:
+				codes[refusalCode(res)]++
+				if refusalCode(res) != string(CodeLimit) {
+					t.Logf("refused: %s", resultText(res))
+				}
+			default:
+				codes["ok"]++
+				made = append(made, res.StructuredContent.(map[string]any)["instance"].(string))
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(began)
+	t.Logf("one create %s; 20 at once %s: %v", single, wall, codes)
+	if codes["ok"] != 8 || codes[string(CodeLimit)] != 12 || len(codes) != 2 {
+		t.Errorf("outcomes %v, want 8 ok and 12 limit", codes)
+	}
+	names := e.mcpInstances()
+	sort.Strings(names)
+	sort.Strings(made)
+	if strings.Join(names, " ") != strings.Join(made, " ") {
+		t.Errorf("instances %v, made %v", names, made)
+	}
+	// Made one after another within each session, the eight would take
+	// at least three times one (the busiest of three sessions makes three
+	// or more); at once, less.
+	if wall > 3*single {
+		t.Errorf("20 creates took %s, one took %s: they did not run concurrently", wall, single)
+	}
+	entries, err := os.ReadDir(reservationsDir(e.home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range entries {
+		if entry.Name() != "lock" {
+			t.Errorf("reservation %s left behind", entry.Name())
+		}
+	}
+}
+
+// 20 calls from 5 sessions repeating one key at once make one instance;
+// a loser is told busy while another live session is still making it, or
+// gets the instance (or, once it is made, hears that another live session
+// holds it), never unavailable (ISX-159).
+func TestOneKeyManySessionsISX159(t *testing.T) {
+	e := newEnv(t, buildtest.BusyBox)
+	e.writeMCP("templates: [tpl-test-busybox]\n")
+	var sessions []*session
+	for range 5 {
+		sessions = append(sessions, e.start(sessionOptions{}))
+	}
+	args := map[string]any{"template": "tpl-test-busybox", "idempotency_key": "race:1"}
+	var (
+		mu    sync.Mutex
+		codes = map[string]int{}
+		texts = map[string]string{}
+		wg    sync.WaitGroup
+	)
+	for i := range 20 {
+		s := sessions[i%5]
+		wg.Go(func() {
+			res, err := s.cs.CallTool(context.Background(), callParams("create_instance", args))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				codes["error"]++
+				texts["error"] = err.Error()
+			case res.IsError:
+				codes[refusalCode(res)]++
+				texts[refusalCode(res)] = resultText(res)
+			default:
+				codes["ok"]++
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("outcomes %v", codes)
+	for code, text := range texts {
+		if code == string(CodeNotHeld) {
+			continue // it was made by then, and another live session holds it
+		}
+		if code != string(CodeBusy) {
+			t.Errorf("%d calls got %s: %s", codes[code], code, text)
+		} else if !strings.Contains(text, "another") {
+			t.Errorf("busy does not say another session is making it: %s", text)
+		}
+	}
+	if codes["ok"] == 0 {
+		t.Error("no call got the instance")
+	}
+	if names := e.mcpInstances(); len(names) != 1 {
+		t.Errorf("instances %v, want exactly one", names)
+	}
+}
+
+func callParams(tool string, args any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}

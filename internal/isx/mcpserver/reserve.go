@@ -1,0 +1,171 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/incus"
+)
+
+// max-instances counts every MCP instance of the host user, in every
+// session. Creations run concurrently, so the instances Incus lists are
+// not all there is: a creation is counted from the moment it is allowed
+// until Incus lists its instance, by a reservation file that every isx mcp
+// of the user reads. Only the count and the writing of the reservation
+// are done under one lock (a flock shared by all of the user's isx mcp
+// processes), never the copy itself, so creations of one session or of
+// several run at once and the limit stays exact.
+
+// reservationsDir holds one file per creation under way: its first line
+// is the session making it, its second the instance name once chosen.
+func reservationsDir(home string) string {
+	return filepath.Join(config.StateDir(home), "mcp-creating")
+}
+
+// reservation is one creation under way, counted against max-instances.
+type reservation struct {
+	path string
+	s    *Server
+}
+
+// reserveInstance counts the host user's MCP instances with the
+// creations under way in every session and, below limit, reserves a place
+// for one more. views is read under the lock, so that a creation that
+// finished since the caller looked is not counted twice.
+func (s *Server) reserveInstance(ctx context.Context, limit int) (*reservation, []mcpView, *Refusal) {
+	dir := reservationsDir(s.opts.Home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, refuseWith(CodeInternal, err, "isx cannot keep count of the instances being made: %v", err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, "lock"))
+	if err != nil {
+		return nil, nil, refuseWith(CodeInternal, err, "isx cannot keep count of the instances being made: %v", err)
+	}
+	defer unlock()
+	views, err := s.userInstances(ctx)
+	if err != nil {
+		return nil, nil, asRefusal(err)
+	}
+	listed := map[string]bool{}
+	for _, v := range views {
+		listed[v.inst.Name] = true
+	}
+	count := len(views)
+	for _, r := range s.liveReservations(dir) {
+		if r.name == "" || !listed[r.name] {
+			count++
+		}
+	}
+	if count >= limit {
+		return nil, views, refusef(CodeLimit, "host user %s already has %d MCP instances and mcp.yaml allows %d (max-instances, counted across sessions, kept and orphaned ones and those being made included); destroy_instance one you no longer need, or ask the user to raise the limit or destroy kept ones with isx destroy",
+			s.opts.Owner, count, limit)
+	}
+	token, err := randomSuffix(s.opts.Random)
+	if err != nil {
+		return nil, views, refuseWith(CodeInternal, err, "drawing a reservation name: %v", err)
+	}
+	r := &reservation{path: filepath.Join(dir, "r-"+token+"-"+fmt.Sprint(os.Getpid())), s: s}
+	if err := os.WriteFile(r.path, []byte(s.opts.Session+"\n"), 0o600); err != nil {
+		return nil, views, refuseWith(CodeInternal, err, "isx cannot keep count of the instances being made: %v", err)
+	}
+	return r, views, nil
+}
+
+// named records the instance name the creation chose, so that the count
+// does not take it twice once Incus lists it.
+func (r *reservation) named(name string) {
+	if err := os.WriteFile(r.path, []byte(r.s.opts.Session+"\n"+name+"\n"), 0o600); err != nil {
+		r.s.warnf("recording the name of a reserved instance: %v", err)
+	}
+}
+
+// release ends the reservation: the instance is listed by Incus, or was
+// not made.
+func (r *reservation) release() {
+	if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.s.warnf("removing a reservation: %v", err)
+	}
+}
+
+type reserved struct{ session, name string }
+
+// liveReservations reads the reservations of sessions that still run,
+// removing those of sessions that died.
+func (s *Server) liveReservations(dir string) []reserved {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []reserved
+	for _, entry := range entries {
+		if !strings.HasPrefix(entry.Name(), "r-") {
+			continue
+		}
+		path := filepath.Join(dir, entry.Name())
+		raw, err := readSmall(path)
+		if err != nil {
+			continue
+		}
+		session, name, _ := strings.Cut(strings.TrimSpace(raw), "\n")
+		if !SessionAlive(session) {
+			os.Remove(path)
+			continue
+		}
+		out = append(out, reserved{session: session, name: strings.TrimSpace(name)})
+	}
+	return out
+}
+
+func readSmall(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, 1024))
+	return string(raw), err
+}
+
+// lockFile takes an exclusive flock on path and returns its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// abandonTimeout bounds how long a refused creation tries to remove what
+// it made while Incus does not answer.
+const abandonTimeout = 2 * time.Minute
+
+// abandon removes an instance whose creation is refused, so that a
+// refused create_instance leaves nothing behind. While Incus does not
+// answer (a stalled daemon), it tries again until it does.
+func (s *Server) abandon(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	for {
+		err := s.opts.Client.DeleteInstance(ctx, name, true)
+		if err == nil || errors.Is(err, incus.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("removing the unfinished instance %s (the user can with `isx destroy %s`): %w", name, name, err)
+		case <-s.opts.Clock.After(500 * time.Millisecond):
+		}
+	}
+}
