@@ -76,17 +76,26 @@ func existsMessage(message string) bool {
 }
 
 // unavailableError says why the socket did not answer and how to fix it.
+// A socket a setting named that is not there at all is the setting's
+// fault, not a stopped daemon's, and the error says so.
 type unavailableError struct {
-	socket string
-	cause  error
+	socket  string
+	setting socketSetting
+	cause   error
 }
 
 func (e *unavailableError) Error() string {
+	if e.setting.name != "" {
+		return fmt.Sprintf("%s%s points nowhere Incus listens (%v)", e.setting.name, e.socket, e.cause)
+	}
 	return fmt.Sprintf("the Incus daemon is not running (nothing answers on %s: %v): "+
 		"start it with `systemctl start incus` or, without systemd, "+
 		"`/usr/libexec/incus/incusd --group root &` (scripts/incus-up.sh does this)",
 		e.socket, e.cause)
 }
+
+// ErrorHint is the setting's fix, for coded.HintOf.
+func (e *unavailableError) ErrorHint() string { return e.setting.fix }
 
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
 func (e *unavailableError) Unwrap() error        { return e.cause }
