@@ -15,6 +15,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -301,11 +302,38 @@ func (d *doctor) checkMCPFile(context.Context) {
 	}
 }
 
-// checkProxy is the host proxy's check. isx has no host proxy yet, so
-// --proxy-only instances reach nothing, as --airgap ones do; the host
-// proxy's own check takes this one's place.
-func (d *doctor) checkProxy(context.Context) {
-	d.add(finding{Check: "proxy", Status: statusSkip, Message: "this isx has no host proxy yet: --proxy-only instances have no network, like --airgap ones"})
+// checkProxy looks at the host proxy: accounts.yaml must be usable, since
+// the proxy refuses to start otherwise; a proxy that is not running is
+// fine (isx branch and isx mcp start it), one of another isx or project
+// is pointed out.
+func (d *doctor) checkProxy(ctx context.Context) {
+	accounts, err := config.LoadAccounts(d.home)
+	if err != nil {
+		d.add(failed("proxy", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	status, err := proxy.Connect(d.home).Status(ctx)
+	switch {
+	case proxy.IsNotRunning(err):
+		d.add(finding{Check: "proxy", Status: statusOK, Message: fmt.Sprintf("the host proxy is not running; isx branch and isx mcp start it (%d account(s) in %s)", accounts.Count(), accounts.Path)})
+		return
+	case err != nil:
+		d.add(failed("proxy", err))
+		return
+	}
+	project := d.a.project(d.cfg)
+	switch {
+	case status.Project != project:
+		d.add(finding{Check: "proxy", Status: statusWarn, Message: fmt.Sprintf("the host proxy (pid %d) serves project %s, not %s, so instances of %s reach nothing through it", status.PID, status.Project, project, project),
+			Hint: "`isx proxy restart` starts it again in project " + project})
+	case status.Version != build.Version:
+		d.add(finding{Check: "proxy", Status: statusWarn, Message: fmt.Sprintf("the host proxy (pid %d) is isx %s, not this isx (%s)", status.PID, status.Version, build.Version),
+			Hint: "`isx proxy restart` runs this isx's proxy (its counts start again from zero)"})
+	default:
+		d.add(finding{Check: "proxy", Status: statusOK, Message: fmt.Sprintf("the host proxy runs (pid %d, since %s) and serves %d instance(s) with %d account(s)", status.PID, status.StartedAt, status.Instances, status.Accounts)})
+	}
 }
 
 // claudeTimeout bounds `claude mcp get isx`, which starts isx mcp to see

@@ -63,9 +63,25 @@ func TestDoctorAllInPlace(t *testing.T) {
 			t.Errorf("%s: want ok and %q in:\n%s", check, want, r.stdout)
 		}
 	}
-	if !strings.Contains(r.stdout, "reaches it") || doctorLine(r.stdout, statusSkip, "proxy") == "" || !strings.Contains(r.stdout, "Everything isx needs is in place.") {
+	if !strings.Contains(r.stdout, "reaches it") || !strings.Contains(doctorLine(r.stdout, statusOK, "proxy"), "the host proxy is not running; isx branch and isx mcp start it") ||
+		!strings.Contains(r.stdout, "Everything isx needs is in place.") {
 		t.Errorf("doctor:\n%s", r.stdout)
 	}
+
+	// A running proxy of this project is in place; one of another project
+	// is pointed out, with the command that fixes it.
+	x.ok("proxy", "start")
+	if line := doctorLine(x.ok("doctor").stdout, statusOK, "proxy"); !strings.Contains(line, "the host proxy runs (pid ") {
+		t.Errorf("a running proxy: %q", line)
+	}
+	x.ok("proxy", "stop")
+	x.ok("proxy", "start", "--project", "default")
+	r = x.ok("doctor")
+	if line := doctorLine(r.stdout, statusWarn, "proxy"); !strings.Contains(line, "serves project default, not "+c.ProjectName()) ||
+		!strings.Contains(r.stdout, "hint: `isx proxy restart` starts it again in project "+c.ProjectName()) {
+		t.Errorf("a proxy of another project:\n%s", r.stdout)
+	}
+	x.ok("proxy", "stop")
 
 	register("mcp", "remove", "--scope", "user", "isx")
 	register("mcp", "add", "--scope", "user", "isx", "--", "/bin/true", "mcp")
@@ -78,13 +94,22 @@ func TestDoctorAllInPlace(t *testing.T) {
 
 // isx doctor names each problem with what to do about it, and exits 1: a
 // missing project, a broken definition, a missing root image, an unusable
-// mcp.yaml; --json gives the same findings.
+// mcp.yaml, an accounts.yaml the proxy refuses; --json gives the same
+// findings.
 func TestDoctorSaysWhatIsWrong(t *testing.T) {
 	c := incustest.Project(t)
 	x := newCLI(t, c)
 	bad := x.userTemplate(t, "bad.yaml", "name: tpl-bad\nimage: [isx/busybox\n")
 	x.userTemplate(t, "noimage.yaml", "name: tpl-noimage\nimage: isx/no-such-image\n")
 	if err := os.WriteFile(config.MCPPath(x.home), []byte("max-instancs: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// An accounts.yaml others can read keeps the proxy from starting.
+	if err := os.MkdirAll(filepath.Dir(config.AccountsPath(x.home)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config.AccountsPath(x.home), []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -97,7 +122,7 @@ func TestDoctorSaysWhatIsWrong(t *testing.T) {
 
 	x.env = nil
 	r = x.run("doctor")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "isx: 2 of isx doctor's checks failed") {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "isx: 3 of isx doctor's checks failed") {
 		t.Errorf("exit: %s", r)
 	}
 	for _, want := range [][3]string{
@@ -105,6 +130,7 @@ func TestDoctorSaysWhatIsWrong(t *testing.T) {
 		{statusFail, "images", `builds on image "isx/no-such-image", which Incus does not have in project ` + c.ProjectName() + " (the root image of tpl-noimage)"},
 		{statusFail, "mcp.yaml", "max-instancs"},
 		{statusSkip, "claude", "not checked"},
+		{statusFail, "proxy", config.AccountsPath(x.home)},
 	} {
 		if !strings.Contains(doctorLine(r.stdout, want[0], want[1]), want[2]) {
 			t.Errorf("want %s %s with %q in:\n%s", want[0], want[1], want[2], r.stdout)

@@ -21,7 +21,7 @@ import (
 // Every command's --help is a golden file.
 func TestHelp(t *testing.T) {
 	x := &cli{t: t, home: t.TempDir()}
-	for _, command := range []string{"", "init", "build", "branch", "list", "shell", "destroy", "mcp", "doctor", "version", "completion"} {
+	for _, command := range []string{"", "init", "build", "branch", "list", "shell", "destroy", "mcp", "proxy", "tui", "doctor", "version", "completion"} {
 		out := x.ok(append(strings.Fields(command), "--help")...).stdout
 		name := command
 		if name == "" {
@@ -146,7 +146,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{""}, "init build branch list shell destroy mcp doctor version help completion"},
+		{[]string{""}, "init build branch list shell destroy mcp proxy tui doctor version help completion"},
 		{[]string{"build", "tpl-test-b"}, buildtest.BusyBox + " " + buildtest.BusyBoxChild},
 		{[]string{"build", buildtest.BusyBox, "tpl-test-busybox"}, buildtest.BusyBoxChild},
 		{[]string{"branch", "w-three", "--from", ""}, buildtest.BusyBox + " " + buildtest.BusyBoxChild + " w-one w-two"},

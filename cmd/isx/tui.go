@@ -239,7 +239,8 @@ func (b tuiBackend) Destroy(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	manager := &instance.Manager{Client: client, Clock: b.a.clock}
-	if err := manager.Destroy(ctx, name, instance.DestroyOptions{}); err != nil {
+	// The TUI asked the person first, which is what --force stands for.
+	if err := manager.Destroy(ctx, name, instance.DestroyOptions{Force: true}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("Destroyed %s.", name), nil
