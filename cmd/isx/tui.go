@@ -58,25 +58,17 @@ func onTerminal(in io.Reader, out io.Writer) bool {
 }
 
 func (a *app) runTUI(ctx context.Context) error {
-	client, err := a.incus()
-	if err != nil {
-		return err
-	}
-	home, err := a.homeDir()
-	if err != nil {
-		return err
-	}
-	owner, err := instance.CurrentOwner()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
 	backend := tuiBackend{a: a}
 	err = tui.Run(ctx, tui.Options{
-		Incus: client, Lister: backend, Actions: backend, Clock: a.clock,
-		Home: home, Owner: owner, Input: a.stdin, Output: a.stdout,
-		Activities: proxyActivities{control: proxy.Connect(home)},
+		Incus: ws.client, Lister: backend, Actions: backend, Clock: a.clock,
+		Home: ws.home, Owner: ws.owner, Input: a.stdin, Output: a.stdout,
+		Activities: proxyActivities{control: proxy.Connect(ws.home)},
 	})
-	if settleErr := a.settle(client); settleErr != nil {
+	if settleErr := a.settle(ws.client); settleErr != nil {
 		a.warnf("cleaning up after the commands the TUI ran in instances: %v", settleErr)
 	}
 	return err
