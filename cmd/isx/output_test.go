@@ -105,7 +105,8 @@ func TestVersion(t *testing.T) {
 
 // Completion scripts are generated for bash, zsh, fish and PowerShell;
 // bash's registers itself; commands, template names, instance names,
-// projects and flag values complete, through cobra's __complete.
+// projects and flag values complete, through cobra's __complete and
+// through the bash script in bash.
 func TestCompletion(t *testing.T) {
 	c := incustest.Project(t)
 	x := newCLI(t, c)
@@ -166,11 +167,55 @@ func TestCompletion(t *testing.T) {
 	if r := x.ok("__complete", "shell", "w-t"); !strings.Contains(r.stdout, "w-two\tstopped, from "+buildtest.BusyBox) {
 		t.Errorf("an instance's description: %s", r.stdout)
 	}
+	// The generated bash script itself, in a real bash with Debian's
+	// bash-completion, completes as a person's Tab does.
+	for line, want := range map[string]string{
+		"isx li":                                 "list",
+		"isx destroy ":                           "w-one w-two",
+		"isx build tpl-test-b":                   buildtest.BusyBox + " " + buildtest.BusyBoxChild,
+		"isx branch w-four --from tpl-test-busy": buildtest.BusyBox + " " + buildtest.BusyBoxChild,
+		"isx list -o w":                          "wide",
+	} {
+		if got := bashComplete(t, x, script, line); got != want {
+			t.Errorf("bash completes %q to %q, want %q", line, got, want)
+		}
+	}
 	// With Incus down a completion offers nothing and says nothing.
 	x.env = []string{envSocket + "=/nonexistent/unix.socket"}
 	if got := complete("destroy", ""); len(got) != 0 {
 		t.Errorf("without Incus: %v", got)
 	}
+}
+
+// bashCompletion is where Debian's bash-completion keeps the helpers
+// cobra's bash script calls (scripts/install-bash-completion.sh).
+const bashCompletion = "/usr/share/bash-completion/bash_completion"
+
+// bashComplete runs the completion script in bash as Tab would on line
+// (its last word is the one completed) and returns COMPREPLY, with isx
+// the test's binary.
+func bashComplete(t *testing.T, x *cli, script, line string) string {
+	t.Helper()
+	if _, err := os.Stat(bashCompletion); err != nil {
+		t.Fatalf("bash-completion is needed (scripts/install-bash-completion.sh installs it): %v", err)
+	}
+	program := `source ` + bashCompletion + `; source "$1"
+COMP_LINE=$2; COMP_POINT=${#COMP_LINE}
+read -ra COMP_WORDS <<<"$COMP_LINE"
+[[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
+COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+__start_isx isx "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}" 2>/dev/null
+printf '%s\n' "${COMPREPLY[@]}"`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", program, "bash", script, line)
+	cmd.Env = append(x.baseEnv(), x.env...)
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(isxBinary)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bash completing %q: %v", line, err)
+	}
+	return strings.Join(strings.Fields(string(out)), " ")
 }
 
 func stop(t *testing.T, c *incus.Client, name string) {
