@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,16 +149,23 @@ func classifyDialError(socket string, setting socketSetting, err error) error {
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return &permissionError{socket: socket, cause: err}
-	case setting.name != "" && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTSOCK) || errors.Is(err, syscall.ENOTDIR)):
-		return &unavailableError{socket: socket, setting: setting, cause: err}
+	case setting.name != "" && errors.Is(err, syscall.ENOENT):
+		return &unavailableError{socket: socket, setting: setting, wrongPath: !isDir(filepath.Dir(socket)), cause: err}
+	case setting.name != "" && (errors.Is(err, syscall.ENOTSOCK) || errors.Is(err, syscall.ENOTDIR)):
+		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: err}
 	case setting.name != "" && errors.Is(err, syscall.ECONNREFUSED) && !isSocket(socket):
 		// Linux refuses a connection to a file that is no socket.
-		return &unavailableError{socket: socket, setting: setting, cause: fmt.Errorf("it is not a socket: %w", err)}
+		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: fmt.Errorf("it is not a socket: %w", err)}
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ENOTSOCK), errors.Is(err, syscall.ENOTDIR):
 		return &unavailableError{socket: socket, cause: err}
 	}
 	return err
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 // isSocket reports whether path is there and is a socket.

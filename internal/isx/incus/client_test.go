@@ -86,13 +86,19 @@ func TestUnavailableNamesTheSetting(t *testing.T) {
 	}
 	listener.SetUnlinkOnClose(false)
 	listener.Close()
+	inMissingDir := filepath.Join(dir, "no-such-dir", "unix.socket")
 	for socket, want := range map[string]string{
+		inMissingDir: "SOCKET=" + inMissingDir + " points nowhere Incus listens (",
+		file:         "SOCKET=" + file + " points nowhere Incus listens (it is not a socket",
+		// A stopped daemon removes its socket: both causes are named.
 		filepath.Join(dir, "missing"): "SOCKET=" + filepath.Join(dir, "missing") + " points nowhere Incus listens (",
-		file:                          "SOCKET=" + file + " points nowhere Incus listens (it is not a socket",
 	} {
 		_, err := incus.New(socket, incus.WithSocketSetting("SOCKET=", "unset SOCKET")).Server(ctx)
 		if !errors.Is(err, incus.ErrUnavailable) || !strings.Contains(err.Error(), want) || coded.HintOf(err) != "unset SOCKET" {
 			t.Errorf("%s: %v (hint %q)", socket, err, coded.HintOf(err))
+		}
+		if daemon := strings.Contains(err.Error(), "systemctl start incus"); daemon != (socket == filepath.Join(dir, "missing")) {
+			t.Errorf("%s: says how to start the daemon: %v; %v", socket, daemon, err)
 		}
 	}
 	_, err = incus.New(dead, incus.WithSocketSetting("SOCKET=", "unset SOCKET")).Server(ctx)
