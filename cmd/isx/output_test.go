@@ -229,14 +229,15 @@ func stop(t *testing.T, c *incus.Client, name string) {
 
 // isx list's three outputs are golden files: the table, -o wide (network,
 // address, age) and --json, over built and unbuilt templates and
-// instances running, stopped, airgapped and held by isx mcp. The tables
-// are all of stdout; the hints go to stderr.
+// instances running, stopped, of each network mode, and held by isx mcp.
+// The tables are all of stdout; the hints go to stderr.
 func TestListOutput(t *testing.T) {
 	c := incustest.Project(t)
 	x := newCLI(t, c)
 	buildtest.Build(t, c, buildtest.Templates(t), buildtest.BusyBoxChild)
 	x.ok("branch", "w-default", "--from", buildtest.BusyBoxChild)
 	x.ok("branch", "w-airgap", "--from", buildtest.BusyBoxChild, "--airgap")
+	x.ok("branch", "w-proxied", "--from", buildtest.BusyBox, "--proxy-only")
 	x.ok("branch", "w-stopped", "--from", buildtest.BusyBox)
 	stop(t, c, "w-stopped")
 	owner, err := user.Current()
@@ -246,10 +247,13 @@ func TestListOutput(t *testing.T) {
 	// Made three and a half hours ago, so that AGE reads 3h whenever the
 	// test runs.
 	made := instance.FormatTime(time.Now().Add(-3*time.Hour - 30*time.Minute))
-	for _, name := range []string{"w-default", "w-airgap", "w-stopped"} {
+	for _, name := range []string{"w-default", "w-airgap", "w-proxied", "w-stopped"} {
 		stamp(t, c, name, map[string]string{instance.KeyCreated: made})
 	}
 	stamp(t, c, "w-airgap", map[string]string{instance.KeyMCPSession: "s1", instance.KeyMCPOwner: owner.Username, instance.KeyMCPPurpose: "#870 implement"})
+	// This daemon's default profile has no network, so w-default gets a
+	// real NIC with fixed addresses (documentation ranges) for ADDRESS.
+	giveAddresses(t, c, "w-default", "192.0.2.7/24", "2001:db8::7/64")
 	placeholders := map[string]string{c.ProjectName(): "<project>", made: "<created>", `"owner": "` + owner.Username + `"`: `"owner": "<owner>"`}
 
 	for _, args := range [][]string{{"list"}, {"list", "-o", "wide"}, {"list", "--json"}} {
@@ -271,6 +275,32 @@ func TestListOutput(t *testing.T) {
 	}
 	if r := x.ok("list", "-o", "json"); r.stdout != x.ok("list", "--json").stdout {
 		t.Error("-o json differs from --json")
+	}
+}
+
+// giveAddresses adds a point-to-point NIC to a running instance and gives
+// it addresses, as DHCP would, so that Incus reports them in its state.
+func giveAddresses(t *testing.T, c *incus.Client, name string, addresses ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := c.UpdateInstance(ctx, name, func(inst *incus.Instance) error {
+		if inst.Devices == nil {
+			inst.Devices = map[string]map[string]string{}
+		}
+		inst.Devices["eth0"] = map[string]string{"type": "nic", "nictype": "p2p", "name": "eth0"}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "ip link set eth0 up"
+	for _, address := range addresses {
+		script += " && ip addr add " + address + " dev eth0"
+	}
+	res, err := c.Exec(ctx, name, incus.ExecRequest{Command: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("giving %s addresses: %v %q", name, err, res.Stderr)
 	}
 }
 
