@@ -120,6 +120,9 @@ func (b tuiBackend) Listing(ctx context.Context) (*tui.Listing, error) {
 		for _, w := range set.Warnings() {
 			out.Notes = append(out.Notes, w.Message)
 		}
+		for _, broken := range set.Broken() {
+			out.Notes = append(out.Notes, fmt.Sprintf("%v; isx leaves it out until it is fixed", broken.Err))
+		}
 	}
 	l, err := collectListing(ctx, client, set)
 	if err != nil {
