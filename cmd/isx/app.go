@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -49,6 +52,8 @@ type app struct {
 	set     *template.Set
 	setErr  error
 	setRead bool
+	// quiet keeps warnings off stderr, for shell completion.
+	quiet bool
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -66,7 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	code := a.report(err)
 	var exit exitError
-	if ctx.Err() != nil && !errors.As(err, &exit) {
+	if ctx.Err() != nil && !errors.As(err, &exit) && !isUsage(err) {
 		return exitInterrupted
 	}
 	return code
@@ -78,19 +83,22 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Disposable Incus instances from templates",
 		Long: "isx builds template instances from YAML definitions and makes disposable\n" +
 			"instances from them in Incus.",
-		Version:           build.Version,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
-		Args:              cobra.NoArgs,
-		RunE:              a.runDefault, // the TUI on a terminal, else this help
+		Version:       versionLine(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          a.runDefault, // the TUI on a terminal, else this help
 	}
 	cobra.EnableCommandSorting = false
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.projectFlag, "project", "", "Incus project to work in (overrides config.yaml and "+envProject+")")
 	if err := root.PersistentFlags().MarkHidden("project"); err != nil {
+		panic(err) // the flag was just defined
+	}
+	if err := root.RegisterFlagCompletionFunc("project", a.completeProjects); err != nil {
 		panic(err) // the flag was just defined
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -104,25 +112,30 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
 // exitError carries an exit code through, as from the shell isx ran.
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// report prints err for a person and picks the exit code.
+// report prints err for a person, its hint on a line of its own, and picks
+// the exit code.
 func (a *app) report(err error) int {
 	var exit exitError
 	if errors.As(err, &exit) {
 		return exit.code
 	}
 	var step *build.StepError
-	if errors.As(err, &step) {
+	if errors.As(err, &step) && !step.Shown {
 		fmt.Fprint(a.stderr, step.Output())
 	}
 	fmt.Fprintf(a.stderr, "isx: %v\n", err)
-	var usage usageError
+	for _, hint := range hints(err) {
+		fmt.Fprintf(a.stderr, "hint: %s\n", hint)
+	}
 	switch {
-	case errors.As(err, &usage) || cobraUsage(err):
+	case isUsage(err):
 		fmt.Fprintln(a.stderr, "Run `isx --help` for usage.")
 		return exitUsage
 	case errors.Is(err, incus.ErrUnavailable):
@@ -131,11 +144,41 @@ func (a *app) report(err error) int {
 	return exitFailure
 }
 
+// hints are the hints of err, and of each error joined in it (destroy
+// reports one error per name), each once.
+func hints(err error) []string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range joined.Unwrap() {
+			for _, h := range hints(e) {
+				if !slices.Contains(out, h) {
+					out = append(out, h)
+				}
+			}
+		}
+		return out
+	}
+	if hint := coded.HintOf(err); hint != "" {
+		return []string{hint}
+	}
+	return nil
+}
+
+func isUsage(err error) bool {
+	var usage usageError
+	return errors.As(err, &usage) || cobraUsage(err)
+}
+
 // cobraUsage recognises the usage errors cobra makes itself, which carry
-// no type to match.
+// no type to match (the same list as actiond's).
 func cobraUsage(err error) bool {
 	msg := err.Error()
-	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "required flag")
+	for _, prefix := range []string{"unknown command", "required flag", "accepts ", "requires at least", "unknown shorthand flag", "unknown flag", "invalid argument"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // homeDir is the user's home, where config.yaml and the state live.
@@ -168,31 +211,56 @@ func (a *app) config() (*config.Config, error) {
 	return cfg, nil
 }
 
-// socket is INCUS_SOCKET, else config.yaml's socket, else the default.
-func (a *app) socket(cfg *config.Config) string {
-	if s := os.Getenv(envSocket); s != "" {
-		return s
+// workspace is what every command that works with Incus starts from:
+// the user's home and settings, the client for the socket and project in
+// use, and the host user stamped on what it makes.
+type workspace struct {
+	home   string
+	cfg    *config.Config
+	client *incus.Client
+	owner  string
+}
+
+// open reads the settings and makes the client, once for the whole run.
+func (a *app) open() (*workspace, error) {
+	home, err := a.homeDir()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Socket != "" {
-		return cfg.Socket
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
 	}
-	return incus.DefaultSocketPath
+	client, err := a.incus()
+	if err != nil {
+		return nil, err
+	}
+	owner, err := instance.CurrentOwner()
+	if err != nil {
+		return nil, err
+	}
+	return &workspace{home: home, cfg: cfg, client: client, owner: owner}, nil
 }
 
 // project is --project, else ISX_PROJECT, else config.yaml's project.
 func (a *app) project(cfg *config.Config) string {
-	switch {
-	case a.projectFlag != "":
-		return a.projectFlag
-	case os.Getenv(envProject) != "":
-		return os.Getenv(envProject)
-	case cfg.Project != "":
-		return cfg.Project
-	}
-	return config.DefaultProject
+	project, _ := a.projectSetting(cfg)
+	return project
 }
 
-// incus returns the client for the configured socket and project.
+// projectSetting is the project in use and what chose it: the --project
+// flag, ISX_PROJECT, or "" for config.yaml (or its default).
+func (a *app) projectSetting(cfg *config.Config) (project, origin string) {
+	switch {
+	case a.projectFlag != "":
+		return a.projectFlag, "--project"
+	case os.Getenv(envProject) != "":
+		return os.Getenv(envProject), envProject
+	}
+	return configuredProject(cfg), ""
+}
+
+// incus returns the client for the socket and project in use.
 func (a *app) incus() (*incus.Client, error) {
 	if a.client != nil {
 		return a.client, nil
@@ -201,20 +269,63 @@ func (a *app) incus() (*incus.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.client = incus.New(a.socket(cfg), incus.WithProject(a.project(cfg)))
+	a.client = a.dial(cfg, a.project(cfg))
 	return a.client, nil
 }
 
-// templates loads the definitions once, printing the loader's warnings.
+// dial makes a client for the socket cfg and the environment choose, in
+// project.
+func (a *app) dial(cfg *config.Config, project string) *incus.Client {
+	socket := a.socketSetting(cfg)
+	return incus.New(socket.path, append(socket.options(), incus.WithProject(project))...)
+}
+
+// checkProject says when the project a client works in does not exist:
+// Incus lists nothing in a project that is not there rather than failing,
+// so a mistyped project would look like an empty one.
+func (a *app) checkProject(ctx context.Context, client *incus.Client) error {
+	_, _, err := client.GetProject(ctx, client.ProjectName())
+	if !errors.Is(err, incus.ErrNotFound) {
+		return err
+	}
+	project := client.ProjectName()
+	return coded.New(codeNoProject, "Incus has no project %q, which isx works in", project).
+		WithHint(fmt.Sprintf("create it with `incus project create %s`, or choose another with `isx init --project NAME`%s", project, a.projectOverride()))
+}
+
+// codeNoProject: the project isx works in does not exist.
+const codeNoProject = "no_project"
+
+// projectOverride names what overrides config.yaml's project, for hints.
+func (a *app) projectOverride() string {
+	cfg, err := a.config()
+	if err != nil {
+		return ""
+	}
+	switch _, origin := a.projectSetting(cfg); origin {
+	case "--project":
+		return " (this run's --project chose it)"
+	case envProject:
+		return " (" + envProject + " chose it; unset it to use config.yaml's project)"
+	}
+	return ""
+}
+
+// templates loads the definitions once, printing the loader's warnings
+// and the definition files it could not use: one bad file does not keep
+// isx from the others.
 func (a *app) templates() (*template.Set, error) {
 	if a.setRead {
 		return a.set, a.setErr
 	}
 	a.setRead = true
 	a.set, a.setErr = a.loadTemplates()
-	if a.set != nil {
+	if a.set != nil && !a.quiet {
 		for _, w := range a.set.Warnings() {
-			fmt.Fprintf(a.stderr, "warning: %s\n", w.Message)
+			a.warnf("%s", w.Message)
+		}
+		for _, b := range a.set.Broken() {
+			a.warnf("%v; isx leaves it out until it is fixed", b.Err)
 		}
 	}
 	return a.set, a.setErr
@@ -233,7 +344,7 @@ func (a *app) loadTemplates() (*template.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the working directory: %w", err)
 	}
-	return template.Load(template.Options{Home: home, SearchPaths: cfg.TemplateDirs(), WorkDir: wd})
+	return template.Load(template.Options{Home: home, SearchPaths: cfg.TemplateDirs(), WorkDir: wd, KeepGoing: true})
 }
 
 // templatesOrWarn is templates for commands that can do without them:
@@ -241,12 +352,14 @@ func (a *app) loadTemplates() (*template.Set, error) {
 func (a *app) templatesOrWarn() *template.Set {
 	set, err := a.templates()
 	if err != nil {
-		fmt.Fprintf(a.stderr, "warning: template definitions could not be read, so isx cannot tell whether templates are stale: %v\n", err)
+		a.warnf("template definitions could not be read, so isx cannot tell whether templates are stale: %v", err)
 		return nil
 	}
 	return set
 }
 
 func (a *app) warnf(format string, args ...any) {
-	fmt.Fprintf(a.stderr, "warning: "+format+"\n", args...)
+	if !a.quiet {
+		fmt.Fprintf(a.stderr, "warning: "+format+"\n", args...)
+	}
 }

@@ -104,17 +104,29 @@ func BenchmarkBranch(b *testing.B) {
 // BenchmarkList/50-instances times the isx binary's `isx list` (process
 // start, config, templates, one Incus request, the table) over 50 stopped
 // busybox instances, some with MCP stamps so the MCP column is drawn.
-// BenchmarkListing/50-instances times the listing function alone.
+// BenchmarkList/50-instances-wide and -json time `isx list -o wide` and
+// `--json`, which ask Incus for every instance's state, side by side with
+// the plain table. BenchmarkListing/50-instances times the listing
+// function alone.
 func BenchmarkList(b *testing.B) {
 	_, x := fiftyInstances(b)
-	b.Run("50-instances", func(b *testing.B) {
-		var d durations
-		b.StopTimer()
-		for i := 0; i < b.N; i++ {
-			d.timed(b, func() { x.ok("list") })
-		}
-		d.report(b)
-	})
+	for _, run := range []struct {
+		name string
+		args []string
+	}{
+		{"50-instances", []string{"list"}},
+		{"50-instances-wide", []string{"list", "-o", "wide"}},
+		{"50-instances-json", []string{"list", "--json"}},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			var d durations
+			b.StopTimer()
+			for i := 0; i < b.N; i++ {
+				d.timed(b, func() { x.ok(run.args...) })
+			}
+			d.report(b)
+		})
+	}
 }
 
 func BenchmarkListing(b *testing.B) {

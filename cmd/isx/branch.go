@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/spelling"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -25,7 +28,8 @@ func newBranchCommand(a *app) *cobra.Command {
 		Long: "branch makes instance NAME as a copy of the built template TEMPLATE and starts\n" +
 			"it. By default it has the default profile's network; --proxy-only lets it out\n" +
 			"only through the host proxy, --airgap gives it no network at all.",
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			network := instance.NetworkDefault
 			switch {
@@ -45,16 +49,19 @@ func newBranchCommand(a *app) *cobra.Command {
 	if err := cmd.MarkFlagRequired("from"); err != nil {
 		panic(err) // the flag was just defined
 	}
+	if err := cmd.RegisterFlagCompletionFunc("from", a.completeBranchSource); err != nil {
+		panic(err) // the flag was just defined
+	}
 	return cmd
 }
 
 func (a *app) runBranch(ctx context.Context, name, from string, network instance.Network) error {
-	client, err := a.incus()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
-	owner, err := instance.CurrentOwner()
-	if err != nil {
+	client := ws.client
+	if err := a.checkProject(ctx, client); err != nil {
 		return err
 	}
 	if strings.HasPrefix(name, "mcp-") {
@@ -69,7 +76,7 @@ func (a *app) runBranch(ctx context.Context, name, from string, network instance
 			return err
 		}
 	}
-	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: owner}); err != nil {
+	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: ws.owner}); err != nil {
 		return err
 	}
 	if network != instance.NetworkAirgap {
@@ -79,15 +86,20 @@ func (a *app) runBranch(ctx context.Context, name, from string, network instance
 	return nil
 }
 
-// checkBranchSource explains an unbuilt template, and warns about a
-// stale one (branching from it still works).
+// checkBranchSource explains an unbuilt template and a name that is
+// neither a template nor an instance (suggesting the nearest), and warns
+// about a stale template (branching from it still works).
 func (a *app) checkBranchSource(ctx context.Context, client *incus.Client, from string) error {
 	set := a.templatesOrWarn()
 	if set == nil {
 		return nil
 	}
 	if _, err := set.Get(from); err != nil {
-		return nil // not a template name: Branch copies it if it is an isx instance
+		if coded.CodeOf(err) == template.CodeNotFound {
+			return a.checkSourceInstance(ctx, client, set, from)
+		}
+		a.warnf("cannot tell whether template %s is stale: %v", from, err)
+		return nil
 	}
 	status, err := build.Status(ctx, client, set, from)
 	var defErr *template.Error
@@ -103,4 +115,30 @@ func (a *app) checkBranchSource(ctx context.Context, client *incus.Client, from 
 		a.warnf("template %s is stale (%s); branching from it as it is", from, status.Reason)
 	}
 	return nil
+}
+
+// checkSourceInstance accepts a name that is no template when it is an
+// instance (Branch checks that isx made it); otherwise it says there is
+// neither, suggesting the nearest template or instance name.
+func (a *app) checkSourceInstance(ctx context.Context, client *incus.Client, set *template.Set, from string) error {
+	entries, err := (&instance.Manager{Client: client}).List(ctx)
+	if err != nil {
+		return err
+	}
+	names := set.Names()
+	for _, e := range entries {
+		if e.Name == from {
+			return nil
+		}
+		if e.Stamps.Managed() && !slices.Contains(names, e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	notFound := instance.NewError(instance.CodeNotBuilt, from, nil, "there is no template or instance named %s in project %s", from, client.ProjectName())
+	if near := spelling.Nearest(from, names); near != "" {
+		notFound.Hint = "did you mean " + near + "?"
+	} else {
+		notFound.Hint = "`isx list` shows the templates and instances there are"
+	}
+	return notFound
 }

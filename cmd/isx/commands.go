@@ -17,6 +17,8 @@ func commands(a *app) []*cobra.Command {
 		newMCPCommand(a),
 		newProxyCommand(a),
 		newTUICommand(a),
+		newDoctorCommand(a),
+		newVersionCommand(a),
 	}
 }
 

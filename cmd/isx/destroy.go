@@ -1,31 +1,37 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 func newDestroyCommand(a *app) *cobra.Command {
 	var opts instance.DestroyOptions
 	cmd := &cobra.Command{
-		Use:   "destroy NAME... [--template]",
-		Short: "Delete instances (stopping them first)",
-		Long: "destroy deletes each named instance isx made, stopping it first. A built\n" +
-			"template is destroyed only with --template; instances branched from it stay.",
-		Args: minimumArgs(1),
+		Use:   "destroy NAME... [--force] [--template]",
+		Short: "Delete instances",
+		Long: "destroy deletes each named instance isx made. A running instance is destroyed\n" +
+			"only with --force, which stops it first, or once you confirm on a terminal, as\n" +
+			"`incus delete` does. A built template is destroyed only with --template;\n" +
+			"instances branched from it stay.",
+		Args:              minimumArgs(1),
+		ValidArgsFunction: a.completeInstances,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := a.incus()
+			ws, err := a.open()
 			if err != nil {
 				return err
 			}
-			manager := &instance.Manager{Client: client, Clock: a.clock}
+			manager := &instance.Manager{Client: ws.client, Clock: a.clock}
 			var errs []error
 			for _, name := range args {
-				if err := manager.Destroy(cmd.Context(), name, opts); err != nil {
+				if err := a.destroy(cmd.Context(), manager, name, opts); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -34,6 +40,32 @@ func newDestroyCommand(a *app) *cobra.Command {
 			return errors.Join(errs...)
 		},
 	}
+	cmd.Flags().BoolVarP(&opts.Force, "force", "f", false, "stop a running instance and destroy it, without asking")
 	cmd.Flags().BoolVar(&opts.Template, "template", false, "allow destroying built templates")
 	return cmd
+}
+
+// destroy destroys one instance; a running one is stopped first once the
+// person confirms, when isx can ask (stdin is a terminal).
+func (a *app) destroy(ctx context.Context, manager *instance.Manager, name string, opts instance.DestroyOptions) error {
+	err := manager.Destroy(ctx, name, opts)
+	if coded.CodeOf(err) != instance.CodeRunning || !a.canAsk() {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "%s is running. Stop and destroy it? [y/N]: ", name)
+	answer, readErr := readAnswer(a.stdin)
+	if readErr != nil {
+		return readErr
+	}
+	if !yes(answer) {
+		return instance.NewError(instance.CodeRunning, name, nil, "%s is running, and was left as it is", name)
+	}
+	opts.Force = true
+	return manager.Destroy(ctx, name, opts)
+}
+
+// canAsk reports whether isx may ask a question: stdin is a terminal.
+func (a *app) canAsk() bool {
+	f, ok := a.stdin.(*os.File)
+	return ok && isTerminal(f)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
@@ -40,6 +41,9 @@ func newInitCommand(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&nonInteractive, "non-interactive", false, "ask nothing; take settings from the flags and keep the rest")
 	cmd.Flags().StringVar(&socket, "socket", "", "Incus unix socket (default "+incus.DefaultSocketPath+")")
 	cmd.Flags().StringVar(&project, "project", "", "Incus project isx works in (default \"default\")")
+	if err := cmd.RegisterFlagCompletionFunc("project", a.completeProjects); err != nil {
+		panic(err) // the flag was just defined
+	}
 	return cmd
 }
 
@@ -77,7 +81,9 @@ func (a *app) runInit(ctx context.Context, interactive bool, socket, project str
 	if checkErr != nil {
 		return fmt.Errorf("config.yaml is written, but Incus does not answer; run isx init again once it does: %w", checkErr)
 	}
-	fmt.Fprintf(a.stdout, "Incus %s answers on %s; isx works in project %s.\n", server.Environment.ServerVersion, a.socket(cfg), configuredProject(cfg))
+	if err := a.reportInUse(ctx, cfg, server); err != nil {
+		return err
+	}
 	for _, step := range initSteps {
 		if err := step(ctx, a, interactive); err != nil {
 			return err
@@ -121,13 +127,13 @@ func configuredProject(cfg *config.Config) string {
 	return config.DefaultProject
 }
 
-// checkIncus makes sure the daemon answers on the configured socket and
-// has the project.
+// checkIncus makes sure the daemon answers on the socket in use and has
+// the project config.yaml names.
 func (a *app) checkIncus(ctx context.Context, cfg *config.Config) (*incus.Server, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	project := configuredProject(cfg)
-	client := incus.New(a.socket(cfg), incus.WithProject(project))
+	client := a.dial(cfg, project)
 	server, err := client.Server(ctx)
 	if err != nil {
 		return nil, err
@@ -140,4 +146,35 @@ func (a *app) checkIncus(ctx context.Context, cfg *config.Config) (*incus.Server
 		return nil, err
 	}
 	return server, nil
+}
+
+// checkTimeout bounds what isx init and isx doctor wait for Incus.
+const checkTimeout = 30 * time.Second
+
+// reportInUse says which Incus and which project isx works with from now
+// on: ISX_PROJECT (or --project) and INCUS_SOCKET override config.yaml for
+// as long as they are set, and a project they name must exist too.
+func (a *app) reportInUse(ctx context.Context, cfg *config.Config, server *incus.Server) error {
+	socket := a.socketSetting(cfg)
+	on := socket.path
+	if socket.origin == envSocket {
+		on = fmt.Sprintf("%s (%s, which overrides config.yaml's socket while it is set)", socket.path, envSocket)
+	}
+	project, origin := a.projectSetting(cfg)
+	if origin == "" {
+		fmt.Fprintf(a.stdout, "Incus %s answers on %s; isx works in project %s.\n", server.Environment.ServerVersion, on, project)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Incus %s answers on %s; config.yaml names project %s, but %s overrides it: isx works in project %s while it is set.\n",
+		server.Environment.ServerVersion, on, configuredProject(cfg), origin, project)
+	client := a.dial(cfg, project)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	if err := a.checkProject(ctx, client); err != nil {
+		if coded.CodeOf(err) != codeNoProject {
+			return err
+		}
+		a.warnf("%v; %s", err, coded.HintOf(err))
+	}
+	return nil
 }

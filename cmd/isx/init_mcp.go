@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -46,6 +44,8 @@ func mcpInitStep(ctx context.Context, a *app, interactive bool) error {
 	if !interactive {
 		if !report.MCPExists {
 			fmt.Fprintln(out, "isx mcp (agents on this machine using isx) is not set up; run `isx init` without --non-interactive to set it up.")
+		} else if _, err := config.LoadMCP(home); err != nil {
+			a.warnf("isx mcp is set up, but refuses every call until mcp.yaml is fixed: %v", err)
 		}
 		return nil
 	}
@@ -85,7 +85,8 @@ Claude Code's settings (~/.claude/settings.json):
 func (a *app) revisitMCP(ctx context.Context, home string) error {
 	policy, err := config.LoadMCP(home)
 	if err != nil {
-		fmt.Fprintf(a.stdout, "\nisx mcp is set up, but %v\nFix mcp.yaml, then run isx init again to change the approved templates.\n", err)
+		a.warnf("isx mcp is set up, but refuses every call until mcp.yaml is fixed: %v", err)
+		fmt.Fprintln(a.stdout, "\nFix mcp.yaml, then run isx init again to change the approved templates.")
 		return nil
 	}
 	approved := "none"
@@ -120,13 +121,7 @@ func mcpAddArgs(isx string) []string {
 // registerMCP runs `claude mcp add --scope user isx -- <isx> mcp`, or says
 // how to when Claude Code is not on PATH or refuses.
 func (a *app) registerMCP(ctx context.Context) {
-	isx, err := os.Executable()
-	if err == nil {
-		isx, err = filepath.EvalSymlinks(isx)
-	}
-	if err != nil {
-		isx = "isx"
-	}
+	isx := registeredPath()
 	by := "claude " + shellWords(mcpAddArgs(isx))
 	claude, err := exec.LookPath("claude")
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/incusspawn/isx/internal/isx/audit"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
-	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
@@ -32,22 +31,11 @@ func newMCPCommand(a *app) *cobra.Command {
 }
 
 func (a *app) runMCP(cmd *cobra.Command) error {
-	home, err := a.homeDir()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	client, err := a.incus()
-	if err != nil {
-		return err
-	}
-	owner, err := instance.CurrentOwner()
-	if err != nil {
-		return err
-	}
+	home, cfg := ws.home, ws.cfg
 	session, err := mcpserver.StdioSession()
 	if err != nil {
 		return err
@@ -60,14 +48,14 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 	defer log.Close()
 	server, err := mcpserver.New(mcpserver.Options{
 		Home:   home,
-		Client: client,
+		Client: ws.client,
 		// Definitions are read afresh on every call that needs them,
 		// project-local ones included, so that they can be recognised and
 		// refused.
 		Templates: func() (*template.Set, error) {
 			return template.Load(template.Options{Home: home, SearchPaths: cfg.TemplateDirs(), WorkDir: wd})
 		},
-		Owner:        owner,
+		Owner:        ws.owner,
 		Session:      session,
 		Clock:        a.clock,
 		Version:      build.Version,

@@ -15,7 +15,6 @@ import (
 
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
-	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
@@ -201,22 +200,11 @@ func (a *app) proxyStatus(ctx context.Context) error {
 
 // proxyServe is the proxy process itself.
 func (a *app) proxyServe(ctx context.Context) error {
-	home, err := a.homeDir()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	client, err := a.incus()
-	if err != nil {
-		return err
-	}
-	owner, err := instance.CurrentOwner()
-	if err != nil {
-		return err
-	}
+	home, cfg := ws.home, ws.cfg
 	logFile, err := proxy.OpenLog(home)
 	if err != nil {
 		return err
@@ -224,8 +212,8 @@ func (a *app) proxyServe(ctx context.Context) error {
 	defer logFile.Close()
 	server, err := proxy.New(proxy.Options{
 		Home:      home,
-		Client:    client,
-		Owner:     owner,
+		Client:    ws.client,
+		Owner:     ws.owner,
 		Upstreams: cfg.Upstreams,
 		// Only trusted definitions: a project-local one never names the
 		// accounts an instance gets.

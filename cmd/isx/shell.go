@@ -36,7 +36,8 @@ func newShellCommand(a *app) *cobra.Command {
 			"login shell in the task's working directory and says where its output is. While\n" +
 			"you are in it the task is marked attached, and a finished delegate's task_status\n" +
 			"says attached, so the host agent does not continue that conversation meanwhile.",
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: a.completeInstance,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runShell(cmd.Context(), args[0], taskID)
 		},
@@ -46,10 +47,11 @@ func newShellCommand(a *app) *cobra.Command {
 }
 
 func (a *app) runShell(ctx context.Context, name, taskID string) error {
-	client, err := a.incus()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
+	client := ws.client
 	incusCLI, err := exec.LookPath("incus")
 	if err != nil {
 		return fmt.Errorf("isx shell needs the incus command-line tool, which is not on PATH: %w", err)
@@ -57,11 +59,7 @@ func (a *app) runShell(ctx context.Context, name, taskID string) error {
 	if err := a.readyForShell(ctx, client, name); err != nil {
 		return err
 	}
-	home, err := a.homeDir()
-	if err != nil {
-		return err
-	}
-	release, err := instance.MarkShell(home, client.ProjectName(), name, os.Getpid())
+	release, err := instance.MarkShell(ws.home, client.ProjectName(), name, os.Getpid())
 	if err != nil {
 		return err
 	}

@@ -58,25 +58,17 @@ func onTerminal(in io.Reader, out io.Writer) bool {
 }
 
 func (a *app) runTUI(ctx context.Context) error {
-	client, err := a.incus()
-	if err != nil {
-		return err
-	}
-	home, err := a.homeDir()
-	if err != nil {
-		return err
-	}
-	owner, err := instance.CurrentOwner()
+	ws, err := a.open()
 	if err != nil {
 		return err
 	}
 	backend := tuiBackend{a: a}
 	err = tui.Run(ctx, tui.Options{
-		Incus: client, Lister: backend, Actions: backend, Clock: a.clock,
-		Home: home, Owner: owner, Input: a.stdin, Output: a.stdout,
-		Activities: proxyActivities{control: proxy.Connect(home)},
+		Incus: ws.client, Lister: backend, Actions: backend, Clock: a.clock,
+		Home: ws.home, Owner: ws.owner, Input: a.stdin, Output: a.stdout,
+		Activities: proxyActivities{control: proxy.Connect(ws.home)},
 	})
-	if settleErr := a.settle(client); settleErr != nil {
+	if settleErr := a.settle(ws.client); settleErr != nil {
 		a.warnf("cleaning up after the commands the TUI ran in instances: %v", settleErr)
 	}
 	return err
@@ -127,6 +119,9 @@ func (b tuiBackend) Listing(ctx context.Context) (*tui.Listing, error) {
 	if set != nil {
 		for _, w := range set.Warnings() {
 			out.Notes = append(out.Notes, w.Message)
+		}
+		for _, broken := range set.Broken() {
+			out.Notes = append(out.Notes, fmt.Sprintf("%v; isx leaves it out until it is fixed", broken.Err))
 		}
 	}
 	l, err := collectListing(ctx, client, set)
@@ -239,7 +234,8 @@ func (b tuiBackend) Destroy(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	manager := &instance.Manager{Client: client, Clock: b.a.clock}
-	if err := manager.Destroy(ctx, name, instance.DestroyOptions{}); err != nil {
+	// The TUI asked the person first, which is what --force stands for.
+	if err := manager.Destroy(ctx, name, instance.DestroyOptions{Force: true}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("Destroyed %s.", name), nil

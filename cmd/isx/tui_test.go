@@ -495,7 +495,7 @@ func TestTUIKeys(t *testing.T) {
 	// a neighbour.
 	s.toInstances()
 	s.selectRow("w9")
-	x.ok("destroy", "w9")
+	x.ok("destroy", "--force", "w9")
 	destroyed := time.Now()
 	text = s.waitFor("w9 gone", liveWithin, func(text string) bool { return rowState(text, "w9") == "" })
 	t.Logf("w9 went %s after isx destroy returned", time.Since(destroyed))
@@ -506,7 +506,7 @@ func TestTUIKeys(t *testing.T) {
 	// ... or the instance whose details are open.
 	s.keys("F3")
 	s.expect("Created")
-	x.ok("destroy", "w1")
+	x.ok("destroy", "--force", "w1")
 	s.expect("w1 no longer exists: it was deleted.")
 	s.keys("Escape")
 	s.expect("No instances; select a template and press b to branch one.")

@@ -48,9 +48,12 @@ type Builder struct {
 	Set    *template.Set
 	// Owner is the host user stamped on what is built.
 	Owner string
-	// Out receives progress lines; nil discards them.
-	Out io.Writer
-	// Verbose also writes every step's output to Out.
+	// Progress is told what the build does as it happens. When it is nil,
+	// Out receives the same as lines (Lines); when both are nil, nothing
+	// is shown.
+	Progress Progress
+	Out      io.Writer
+	// Verbose also gives Progress every step's output, as it is printed.
 	Verbose bool
 	// Clock defaults to the real clock, Random (build instance suffixes)
 	// to crypto/rand.
@@ -157,13 +160,13 @@ func (b *Builder) Build(ctx context.Context, req Request) ([]Result, error) {
 	}
 	var results []Result
 	for i, name := range plan {
-		b.progress("==> [%d/%d] %s\n", i+1, len(plan), name)
+		b.line("==> [%d/%d] %s", i+1, len(plan), name)
 		began := b.clock().Now()
 		if err := b.BuildTemplate(ctx, name); err != nil {
 			return results, err
 		}
 		took := b.clock().Now().Sub(began)
-		b.progress("==> %s built in %s\n", name, round(took))
+		b.line("==> %s built in %s", name, Round(took))
 		results = append(results, Result{Template: name, Duration: took})
 	}
 	return results, nil
@@ -191,7 +194,7 @@ func (b *Builder) BuildTemplate(ctx context.Context, name string) (err error) {
 	if err != nil {
 		return err
 	}
-	b.progress("    making %s from %s\n", job.instance, job.from)
+	b.line("    making %s from %s", job.instance, job.from)
 	createErr := b.Client.CreateInstance(ctx, create)
 	if errors.Is(createErr, incus.ErrUnavailable) {
 		return createErr // nothing reached Incus, so nothing was made
@@ -249,10 +252,20 @@ func (b *Builder) clock() clock.Clock {
 	return b.Clock
 }
 
-func (b *Builder) progress(format string, args ...any) {
-	if b.Out != nil {
-		fmt.Fprintf(b.Out, format, args...)
+// line tells Progress a line about the build.
+func (b *Builder) line(format string, args ...any) {
+	b.progress().Line(fmt.Sprintf(format, args...))
+}
+
+func (b *Builder) progress() Progress {
+	switch {
+	case b.Progress != nil:
+		return b.Progress
+	case b.Out != nil:
+		b.Progress = Lines(b.Out)
+		return b.Progress
 	}
+	return discard{}
 }
 
 func (b *Builder) stepTimeout() time.Duration {
@@ -280,7 +293,9 @@ func (b *Builder) npmCache() string {
 	return NPMCacheDir(home)
 }
 
-func round(d time.Duration) time.Duration {
+// Round shortens a duration for a person: to a tenth of a second above a
+// second, to a millisecond below.
+func Round(d time.Duration) time.Duration {
 	if d > time.Second {
 		return d.Round(100 * time.Millisecond)
 	}

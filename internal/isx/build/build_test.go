@@ -287,7 +287,7 @@ func TestFailingStepLeavesNothing(t *testing.T) {
 }
 
 // Bad input fails before anything is created: an unknown image alias
-// (naming it and saying where images come from), a missing parent, a
+// (naming it and the project, and the command that imports it), a missing parent, a
 // cycle of parents, a request naming nothing; and packages without
 // network fail with a clear message, leaving nothing behind.
 func TestBuildRefusesBadInput(t *testing.T) {
@@ -306,9 +306,12 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	b := newBuilder(c, set, &out)
 
 	_, err := b.Build(ctx, build.Request{Templates: []string{"tpl-noimage"}})
+	hint := coded.HintOf(err)
 	if coded.CodeOf(err) != build.CodeImageNotFound || !strings.Contains(err.Error(), `"isx/no-such-image"`) ||
-		!strings.Contains(err.Error(), "scripts/images.sh") || !strings.Contains(err.Error(), "incus image list") {
-		t.Errorf("unknown image: %v", err)
+		!strings.Contains(err.Error(), "in project "+c.ProjectName()) ||
+		!strings.Contains(hint, "incus image import TARBALL --alias isx/no-such-image --project "+c.ProjectName()) ||
+		!strings.Contains(hint, "scripts/images.sh") {
+		t.Errorf("unknown image: %v (hint %q)", err, hint)
 	}
 	_, err = b.Build(ctx, build.Request{Templates: []string{"tpl-orphan"}})
 	if coded.CodeOf(err) != template.CodeMissingParent || !strings.Contains(err.Error(), "tpl-missing") {

@@ -74,7 +74,7 @@ func TestDebianChainBranchAndExec(t *testing.T) {
 		t.Errorf("systemd, sudo and the workspace: %q %q", out, res.Stderr)
 	}
 
-	if err := m.Destroy(ctx, "work", instance.DestroyOptions{}); err != nil {
+	if err := m.Destroy(ctx, "work", instance.DestroyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if names := instanceNames(t, c); strings.Join(names, " ") != buildtest.Debian+" "+buildtest.DebianChild {

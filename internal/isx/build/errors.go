@@ -60,6 +60,9 @@ type StepError struct {
 	TimedOut bool
 	Stdout   []byte
 	Stderr   []byte
+	// Shown says the output was already shown as it was printed
+	// (Builder.Verbose), so it need not be shown again.
+	Shown bool
 }
 
 // ErrorCode makes a failed step's code CodeStepFailed for coded.CodeOf.

@@ -86,6 +86,17 @@ func tarballDigest(path string) (string, error) {
 	return digest, nil
 }
 
+// CheckImage says whether the root image of name's chain can be had: its
+// alias is in the project, or its tarball can be read (an error saying
+// which project lacks it and how to give it one, otherwise).
+func (b *Builder) CheckImage(ctx context.Context, name string) error {
+	chain, err := b.Set.Chain(name)
+	if err != nil {
+		return err
+	}
+	return b.checkImage(ctx, chain[0])
+}
+
 // checkImage makes sure the root image of a chain can be had, before
 // anything is created: the alias exists, or the tarball can be read.
 func (b *Builder) checkImage(ctx context.Context, root *template.Definition) error {
@@ -97,8 +108,27 @@ func (b *Builder) checkImage(ctx context.Context, root *template.Definition) err
 	}
 	_, err := b.Client.GetImageAlias(ctx, root.Image)
 	if errors.Is(err, incus.ErrNotFound) {
-		return failure(CodeImageNotFound, root.Name, nil, "builds on image alias %q, which Incus does not have; `incus image list` shows the aliases there are, and scripts/images.sh imports isx/busybox and isx/debian-12", root.Image)
+		return b.missingImage(ctx, root)
 	}
+	return err
+}
+
+// missingImage says which project lacks the root image and the command
+// that gives it one: a copy from the default project when that has it (a
+// project with features.images=true keeps images of its own), else an
+// import.
+func (b *Builder) missingImage(ctx context.Context, root *template.Definition) error {
+	project := b.projectName()
+	err := failure(CodeImageNotFound, root.Name, nil, "builds on image %q, which Incus does not have in project %s", root.Image, project)
+	if project != "default" {
+		if _, defaultErr := b.Client.InProject("default").GetImageAlias(ctx, root.Image); defaultErr == nil {
+			err.Hint = fmt.Sprintf("project %s keeps images of its own (features.images=true) and project default has %s; copy it with `incus image copy %s local: --alias %s --target-project %s --mode relay`",
+				project, root.Image, root.Image, root.Image, project)
+			return err
+		}
+	}
+	err.Hint = fmt.Sprintf("import it with `incus image import TARBALL --alias %s --project %s` (`incus image list --project %s` shows the images there are; in isx's source, scripts/images.sh builds and imports isx/busybox and isx/debian-12)",
+		root.Image, project, project)
 	return err
 }
 
@@ -126,7 +156,7 @@ func (b *Builder) imageAlias(ctx context.Context, root *template.Definition) (st
 	case !errors.Is(err, incus.ErrNotFound):
 		return "", err
 	}
-	b.progress("    importing image %s as %s\n", root.ImageFile, alias)
+	b.line("    importing image %s as %s", root.ImageFile, alias)
 	fingerprint, err := b.Client.ImportImage(ctx, root.ImageFile)
 	if err != nil {
 		return "", failure(CodeImageUnreadable, root.Name, err, "Incus could not import %s (is it a unified image tarball with metadata.yaml and rootfs/?)", root.ImageFile)

@@ -203,13 +203,14 @@ func (j *job) writeFiles(ctx context.Context) error {
 		if err := j.Client.PushFile(ctx, j.instance, f.Path, strings.NewReader(f.Content), opts); err != nil {
 			return failure(CodeBuildFailed, j.def.Name, err, "writing %s", f.Path)
 		}
-		j.progress("    wrote %s\n", f.Path)
+		j.line("    wrote %s", f.Path)
 	}
 	return nil
 }
 
-func (j *job) projectName() string {
-	if p := j.Client.ProjectName(); p != "" {
+// projectName is the Incus project the build works in.
+func (b *Builder) projectName() string {
+	if p := b.Client.ProjectName(); p != "" {
 		return p
 	}
 	return "default"

@@ -32,6 +32,8 @@ func (s step) tag() string {
 
 // step runs a script with sh -e, as root in /root or as the agent in its
 // home, and turns a non-zero exit into a *StepError carrying the output.
+// Progress hears of it as it starts and ends, and under Verbose is given
+// its output as it is printed.
 func (j *job) step(ctx context.Context, s step) error {
 	req := incus.ExecRequest{
 		Command: []string{"sh", "-e", "-c", s.script},
@@ -43,41 +45,39 @@ func (j *job) step(ctx context.Context, s step) error {
 		req.UID, req.GID, req.Cwd = AgentUID, AgentGID, AgentHome
 		req.Env = map[string]string{"HOME": AgentHome, "USER": AgentUser, "LOGNAME": AgentUser}
 	}
+	shown := Step{Template: j.def.Name, Tag: s.tag(), Label: s.label}
+	progress := j.progress()
+	if j.Verbose {
+		out := stepOutput{progress, shown}
+		req.Stdout, req.Stderr = out, out
+	}
+	progress.StepStarted(shown)
 	began := j.clock().Now()
 	result, err := j.Client.Exec(ctx, j.instance, req)
-	took := round(j.clock().Now().Sub(began))
+	end := StepEnd{Took: j.clock().Now().Sub(began), Err: err}
+	if result != nil {
+		end.ExitCode, end.TimedOut = result.ExitCode, result.TimedOut
+	}
+	progress.StepEnded(shown, end)
 	if err != nil {
 		return failure(CodeBuildFailed, j.def.Name, err, "running step %q", s.label)
 	}
-	failed := result.ExitCode != 0 || result.TimedOut
-	status := ""
-	switch {
-	case result.TimedOut:
-		status = fmt.Sprintf(": timed out after %s", took)
-	case failed:
-		status = fmt.Sprintf(": failed with exit code %d after %s", result.ExitCode, took)
-	default:
-		status = fmt.Sprintf(" (%s)", took)
-	}
-	j.progress("    %s %s%s\n", s.tag(), s.label, status)
-	if j.Verbose && !failed {
-		j.writeOutput(result.Stdout, result.Stderr)
-	}
-	if failed {
+	if end.Failed() {
 		return &StepError{Template: j.def.Name, Step: s.label, Index: s.index, ExitCode: result.ExitCode,
-			TimedOut: result.TimedOut, Stdout: result.Stdout, Stderr: result.Stderr}
+			TimedOut: result.TimedOut, Stdout: result.Stdout, Stderr: result.Stderr, Shown: j.Verbose}
 	}
 	return nil
 }
 
-func (j *job) writeOutput(stdout, stderr []byte) {
-	for _, out := range [][]byte{stdout, stderr} {
-		for _, line := range strings.SplitAfter(string(out), "\n") {
-			if line != "" {
-				j.progress("      %s", strings.TrimSuffix(line, "\n")+"\n")
-			}
-		}
-	}
+// stepOutput hands a step's output to Progress as the exec follows it.
+type stepOutput struct {
+	progress Progress
+	step     Step
+}
+
+func (o stepOutput) Write(p []byte) (int, error) {
+	o.progress.StepOutput(o.step, p)
+	return len(p), nil
 }
 
 // Output is the step's output as a person reads it: stdout, then stderr,
@@ -127,12 +127,12 @@ func (j *job) waitBoot(ctx context.Context) error {
 			case "running":
 				return nil
 			case "degraded":
-				j.progress("    systemd reports the system degraded (a unit failed); building anyway\n")
+				j.line("    systemd reports the system degraded (a unit failed); building anyway")
 				return nil
 			}
 		}
 		if err := j.pause(ctx, deadline); err != nil {
-			j.progress("    systemd did not finish starting within %s; building anyway\n", j.bootTimeout())
+			j.line("    systemd did not finish starting within %s; building anyway", j.bootTimeout())
 			return nil
 		}
 	}
@@ -198,7 +198,7 @@ func (j *job) writeEnv(ctx context.Context) error {
 			return failure(CodeBuildFailed, j.def.Name, err, "writing %s", path)
 		}
 	}
-	j.progress("    set the environment: %s\n", strings.Join(names, ", "))
+	j.line("    set the environment: %s", strings.Join(names, ", "))
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (j *job) replace(ctx context.Context) error {
 		return errors.Join(failure(CodeBuildFailed, name, err, "renaming the build instance"), restore)
 	}
 	if err := j.Client.DeleteInstance(ctx, aside, true); err != nil && !errors.Is(err, incus.ErrNotFound) {
-		j.progress("    warning: the old template instance %s could not be deleted (%v); delete it with `incus delete --force %s`\n", aside, err, aside)
+		j.line("    warning: the old template instance %s could not be deleted (%v); delete it with `incus delete --force %s`", aside, err, aside)
 	}
 	return nil
 }
@@ -329,7 +329,7 @@ func (j *job) discard(ctx context.Context) error {
 	defer cancel()
 	err := j.Client.DeleteInstance(cleanup, j.instance, true)
 	if err == nil || errors.Is(err, incus.ErrNotFound) {
-		j.progress("    removed the build instance %s\n", j.instance)
+		j.line("    removed the build instance %s", j.instance)
 		return nil
 	}
 	return fmt.Errorf("the build instance %s could not be removed; delete it with `incus delete --force %s`: %w", j.instance, j.instance, err)

@@ -9,7 +9,7 @@ import (
 // Version is this isx's version, stamped on every template it builds. A
 // release sets it with
 //
-//	go build -ldflags "-X github.com/incusspawn/isx/internal/build.Version=1.2.3" ./cmd/isx
+//	go build -ldflags "-X github.com/incusspawn/isx/internal/isx/build.Version=1.2.3" ./cmd/isx
 var Version = "0.1.0-dev"
 
 // semver is a version as MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD]; missing

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +44,7 @@ func DefaultSocket() string {
 // concurrent use; clients made with InProject share its connections.
 type Client struct {
 	socket  string
+	setting socketSetting
 	project string
 	http    *http.Client
 	random  io.Reader
@@ -97,6 +99,17 @@ func WithProject(name string) Option { return func(c *Client) { c.project = name
 // files inside the instance (default crypto/rand).
 func WithRandom(r io.Reader) Option { return func(c *Client) { c.random = r } }
 
+// WithSocketSetting names the setting that chose the socket, as a person
+// finds it and as it is written before the path ("INCUS_SOCKET=",
+// "config.yaml's socket: "), and what to do about it, for the error a socket that is not there (or is no socket) gives: a
+// wrong setting, rather than a daemon that is down.
+func WithSocketSetting(name, fix string) Option {
+	return func(c *Client) { c.setting = socketSetting{name: name, fix: fix} }
+}
+
+// socketSetting is what WithSocketSetting gives.
+type socketSetting struct{ name, fix string }
+
 // WithClock sets the clock Exec measures durations and timeouts with
 // (default the real clock).
 func WithClock(clk clock.Clock) Option { return func(c *Client) { c.clock = clk } }
@@ -111,17 +124,17 @@ func New(socketPath string, opts ...Option) *Client {
 	for _, opt := range opts {
 		opt(c)
 	}
-	c.http = &http.Client{Transport: newTransport(socketPath)}
+	c.http = &http.Client{Transport: newTransport(socketPath, c.setting)}
 	return c
 }
 
-func newTransport(socket string) *http.Transport {
+func newTransport(socket string, setting socketSetting) *http.Transport {
 	return &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, "unix", socket)
 			if err != nil {
-				return nil, classifyDialError(socket, err)
+				return nil, classifyDialError(socket, setting, err)
 			}
 			return conn, nil
 		},
@@ -132,15 +145,33 @@ func newTransport(socket string) *http.Transport {
 	}
 }
 
-func classifyDialError(socket string, err error) error {
+func classifyDialError(socket string, setting socketSetting, err error) error {
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return &permissionError{socket: socket, cause: err}
+	case setting.name != "" && errors.Is(err, syscall.ENOENT):
+		return &unavailableError{socket: socket, setting: setting, wrongPath: !isDir(filepath.Dir(socket)), cause: err}
+	case setting.name != "" && (errors.Is(err, syscall.ENOTSOCK) || errors.Is(err, syscall.ENOTDIR)):
+		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: err}
+	case setting.name != "" && errors.Is(err, syscall.ECONNREFUSED) && !isSocket(socket):
+		// Linux refuses a connection to a file that is no socket.
+		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: fmt.Errorf("it is not a socket: %w", err)}
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ENOTSOCK), errors.Is(err, syscall.ENOTDIR):
 		return &unavailableError{socket: socket, cause: err}
 	}
 	return err
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
+}
+
+// isSocket reports whether path is there and is a socket.
+func isSocket(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().Type() == os.ModeSocket
 }
 
 // InProject returns a client for the named project that shares this

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 )
@@ -62,6 +64,44 @@ func TestUnavailableWhenNobodyListens(t *testing.T) {
 	}
 	c := incus.New(socket)
 	_, err = c.Instances(ctx)
+	assertUnavailable(t, err)
+}
+
+// A socket a named setting chose that is not there, or is no socket, is
+// the setting's fault: the error names it and carries its fix as the hint,
+// and is still ErrUnavailable. A socket nothing listens on is a daemon
+// that is down, whoever named it.
+func TestUnavailableNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, "dead.socket")
+	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener.SetUnlinkOnClose(false)
+	listener.Close()
+	inMissingDir := filepath.Join(dir, "no-such-dir", "unix.socket")
+	for socket, want := range map[string]string{
+		inMissingDir: "SOCKET=" + inMissingDir + " points nowhere Incus listens (",
+		file:         "SOCKET=" + file + " points nowhere Incus listens (it is not a socket",
+		// A stopped daemon removes its socket: both causes are named.
+		filepath.Join(dir, "missing"): "SOCKET=" + filepath.Join(dir, "missing") + " points nowhere Incus listens (",
+	} {
+		_, err := incus.New(socket, incus.WithSocketSetting("SOCKET=", "unset SOCKET")).Server(ctx)
+		if !errors.Is(err, incus.ErrUnavailable) || !strings.Contains(err.Error(), want) || coded.HintOf(err) != "unset SOCKET" {
+			t.Errorf("%s: %v (hint %q)", socket, err, coded.HintOf(err))
+		}
+		if daemon := strings.Contains(err.Error(), "systemctl start incus"); daemon != (socket == filepath.Join(dir, "missing")) {
+			t.Errorf("%s: says how to start the daemon: %v; %v", socket, daemon, err)
+		}
+	}
+	_, err = incus.New(dead, incus.WithSocketSetting("SOCKET=", "unset SOCKET")).Server(ctx)
 	assertUnavailable(t, err)
 }
 

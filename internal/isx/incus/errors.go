@@ -76,17 +76,35 @@ func existsMessage(message string) bool {
 }
 
 // unavailableError says why the socket did not answer and how to fix it.
+// A socket a setting named that is not there is first the setting's
+// fault, and the error names the setting; but a daemon stopped cleanly
+// removes its socket too, so where the socket's directory exists the
+// error also says how to start the daemon. A socket in a directory that
+// is not there, or a file that is no socket, is only the setting's.
 type unavailableError struct {
-	socket string
-	cause  error
+	socket  string
+	setting socketSetting
+	// wrongPath: nothing a daemon leaves behind looks like this.
+	wrongPath bool
+	cause     error
 }
 
+const startDaemon = "start it with `systemctl start incus` or, without systemd, " +
+	"`/usr/libexec/incus/incusd --group root &` (scripts/incus-up.sh does this)"
+
 func (e *unavailableError) Error() string {
-	return fmt.Sprintf("the Incus daemon is not running (nothing answers on %s: %v): "+
-		"start it with `systemctl start incus` or, without systemd, "+
-		"`/usr/libexec/incus/incusd --group root &` (scripts/incus-up.sh does this)",
-		e.socket, e.cause)
+	switch {
+	case e.setting.name != "" && e.wrongPath:
+		return fmt.Sprintf("%s%s points nowhere Incus listens (%v)", e.setting.name, e.socket, e.cause)
+	case e.setting.name != "":
+		return fmt.Sprintf("%s%s points nowhere Incus listens (%v): either it names the wrong socket, "+
+			"or the Incus daemon is not running there: "+startDaemon, e.setting.name, e.socket, e.cause)
+	}
+	return fmt.Sprintf("the Incus daemon is not running (nothing answers on %s: %v): "+startDaemon, e.socket, e.cause)
 }
+
+// ErrorHint is the setting's fix, for coded.HintOf.
+func (e *unavailableError) ErrorHint() string { return e.setting.fix }
 
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
 func (e *unavailableError) Unwrap() error        { return e.cause }

@@ -43,6 +43,11 @@ type ExecRequest struct {
 	// memory (DefaultMaxOutputBytes when zero); the rest is counted and
 	// dropped.
 	MaxOutputBytes int64
+	// Stdout and Stderr, when set, are given the command's output while it
+	// runs, as Incus records it (read every FollowInterval), and the rest
+	// once it ended; the result holds the output all the same. They are
+	// written from one goroutine at a time, never concurrently.
+	Stdout, Stderr io.Writer
 }
 
 // ExecResult is how a command ended and what it printed.
@@ -197,10 +202,12 @@ func (r *execRun) do(ctx context.Context) (*ExecResult, error) {
 		return r.failedToStart(ctx, detached, err, maybeStarted)
 	}
 	result := &ExecResult{}
+	follow := r.follow(ctx, opID)
 	outcome := r.await(ctx, detached, opID, result)
+	follow.stop()
 	collectCtx, cancel := context.WithTimeout(detached, killGrace)
 	defer cancel()
-	collectErr := r.collect(collectCtx, opID, result)
+	collectErr := errors.Join(r.collect(collectCtx, opID, result), follow.finish(result))
 	exitCode, err := execExitCode(outcome)
 	if err != nil {
 		return nil, fmt.Errorf("exec in %q: %w", r.instance, err)
@@ -381,10 +388,7 @@ func (r *execRun) kill(ctx context.Context) (found bool, err error) {
 
 // collect reads the exec's two output logs and has them deleted.
 func (r *execRun) collect(ctx context.Context, opID string, result *ExecResult) error {
-	limit := r.req.MaxOutputBytes
-	if limit == 0 {
-		limit = DefaultMaxOutputBytes
-	}
+	limit := r.outputLimit()
 	streams := []struct {
 		suffix string
 		data   *[]byte
@@ -397,8 +401,8 @@ func (r *execRun) collect(ctx context.Context, opID string, result *ExecResult) 
 	var wg sync.WaitGroup
 	for i, s := range streams {
 		wg.Go(func() {
-			path := apiPath("instances", r.instance, "logs", "exec-output", "exec_"+opID+"."+s.suffix)
-			data, total, err := r.client.readLog(ctx, path, limit)
+			path := r.logPath(opID, s.suffix)
+			data, total, err := r.client.readLog(ctx, path, 0, limit)
 			*s.data, *s.total = data, total
 			errs[i] = err
 			// Deleting the log is off the caller's critical path; Settle
@@ -414,10 +418,24 @@ func (r *execRun) collect(ctx context.Context, opID string, result *ExecResult) 
 	return nil
 }
 
-// readLog reads at most limit bytes of a log file and reports its full size.
-// A missing log reads as empty.
-func (c *Client) readLog(ctx context.Context, path string, limit int64) ([]byte, int64, error) {
-	header := http.Header{"Range": {"bytes=0-" + strconv.FormatInt(limit-1, 10)}}
+// outputLimit is how much of each stream is kept.
+func (r *execRun) outputLimit() int64 {
+	if r.req.MaxOutputBytes == 0 {
+		return DefaultMaxOutputBytes
+	}
+	return r.req.MaxOutputBytes
+}
+
+// logPath is the exec's output log of one stream ("stdout" or "stderr").
+func (r *execRun) logPath(opID, stream string) string {
+	return apiPath("instances", r.instance, "logs", "exec-output", "exec_"+opID+"."+stream)
+}
+
+// readLog reads at most limit bytes of a log file from offset on, and
+// reports the file's full size. A missing log, or one no longer than
+// offset, reads as empty.
+func (c *Client) readLog(ctx context.Context, path string, offset, limit int64) ([]byte, int64, error) {
+	header := http.Header{"Range": {"bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(offset+limit-1, 10)}}
 	resp, err := c.send(ctx, request{method: "GET", path: path, header: header})
 	if err != nil {
 		return nil, 0, err

@@ -86,6 +86,25 @@ type InstanceState struct {
 	CPU struct {
 		Usage int64 `json:"usage"`
 	} `json:"cpu"`
+	// Network is each interface inside the instance, by name (lo included).
+	Network map[string]NetworkState `json:"network"`
+}
+
+// NetworkState is one network interface inside an instance.
+type NetworkState struct {
+	Addresses []NetworkAddress `json:"addresses"`
+	HostName  string           `json:"host_name"`
+	State     string           `json:"state"`
+	Type      string           `json:"type"`
+}
+
+// NetworkAddress is an address of an interface: Family "inet" or "inet6",
+// Scope "global", "link" or "local".
+type NetworkAddress struct {
+	Family  string `json:"family"`
+	Address string `json:"address"`
+	Netmask string `json:"netmask"`
+	Scope   string `json:"scope"`
 }
 
 // Instances lists the project's instances with their config and status.

@@ -20,6 +20,9 @@ const (
 	// CodeIsTemplate: the instance is a built template and the caller did
 	// not say it meant one.
 	CodeIsTemplate = "is_template"
+	// CodeRunning: the instance runs, and the caller did not say it may
+	// be stopped.
+	CodeRunning = "running"
 	// CodeNotBuilt: the named template has no built instance.
 	CodeNotBuilt = "not_built"
 	// CodeBranchFailed: Incus could not make or start the new instance;

@@ -60,18 +60,28 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 	if err != nil {
 		return err
 	}
+	// Made stopped, so that it boots with its own host name.
+	create.Start = false
 	err = m.Client.CreateInstance(ctx, create)
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, incus.ErrConflict):
-		return NewError(CodeExists, opts.Name, err, "an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name)
+		// Incus says so with its database's constraint, which tells a
+		// person nothing more.
+		return NewError(CodeExists, opts.Name, nil, "an instance named %s already exists in project %s; choose another name or `isx destroy %s` first", opts.Name, m.project(), opts.Name)
 	case busyCreating(err):
 		// Another caller is making an instance of this very name right
 		// now: the name is taken, and the instance is not ours to remove.
 		return NewError(CodeExists, opts.Name, err, "an instance named %s is being made in project %s by another caller right now", opts.Name, m.project())
 	case errors.Is(err, incus.ErrUnavailable):
 		return err
+	case err == nil:
+		err = m.nameHost(ctx, opts.Name)
+	}
+	if err == nil && !opts.NoStart {
+		err = m.Client.StartInstance(ctx, opts.Name)
+	}
+	if err == nil {
+		return nil
 	}
 	failed := NewError(CodeBranchFailed, opts.Name, err, "making %s from %s failed", opts.Name, opts.From)
 	if cleanupErr := m.removeHalfMade(ctx, opts.Name); cleanupErr != nil {
@@ -189,13 +199,27 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return entries(instances), nil
+}
+
+// ListWithState is List with each instance's live state (its addresses,
+// processes, memory), which costs Incus more.
+func (m *Manager) ListWithState(ctx context.Context) ([]Entry, error) {
+	instances, err := m.Client.InstancesWithState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return entries(instances), nil
+}
+
+func entries(instances []incus.Instance) []Entry {
 	entries := make([]Entry, 0, len(instances))
 	for i := range instances {
 		inst := &instances[i]
 		entries = append(entries, Entry{Name: inst.Name, Status: inst.Status, Stamps: ParseStamps(inst.Config), Instance: inst})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	return entries, nil
+	return entries
 }
 
 // DestroyOptions say what Destroy may delete.
@@ -203,11 +227,14 @@ type DestroyOptions struct {
 	// Template allows destroying a built template. Instances branched
 	// from it are independent copies and stay.
 	Template bool
+	// Force allows destroying a running instance, which is stopped first;
+	// without it a running instance is refused, as `incus delete` does.
+	Force bool
 }
 
-// Destroy deletes an isx instance, stopping it first if it runs. It
-// refuses an unknown name, an instance isx did not make, and a built
-// template unless opts.Template says so.
+// Destroy deletes an isx instance. It refuses an unknown name, an instance
+// isx did not make, a built template unless opts.Template says so, and a
+// running instance unless opts.Force says so (then it is stopped first).
 func (m *Manager) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
 	inst, _, err := m.Client.GetInstance(ctx, name)
 	if errors.Is(err, incus.ErrNotFound) {
@@ -222,6 +249,8 @@ func (m *Manager) Destroy(ctx context.Context, name string, opts DestroyOptions)
 		return NewError(CodeNotManaged, name, nil, "%s was not made by isx (it has no %s stamp), so isx leaves it alone; delete it with `incus delete` if you mean to", name, KeyType)
 	case stamps.IsTemplate() && !opts.Template:
 		return NewError(CodeIsTemplate, name, nil, "%s is a built template; to destroy it, say so with `isx destroy --template %s` (instances branched from it stay)", name, name)
+	case inst.Running() && !opts.Force:
+		return NewError(CodeRunning, name, nil, "%s is running; `isx destroy --force %s` stops and destroys it", name, name)
 	}
 	if err := m.Client.DeleteInstance(ctx, name, true); err != nil && !errors.Is(err, incus.ErrNotFound) {
 		return err

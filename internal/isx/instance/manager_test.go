@@ -108,6 +108,10 @@ func TestBranchListDestroy(t *testing.T) {
 	if err := m.Branch(ctx, instance.BranchOptions{Name: "three", From: "tpl-unbuilt", Owner: "alice"}); !strings.Contains(err.Error(), "isx build tpl-unbuilt") {
 		t.Errorf("the refusal for an unbuilt template does not say to run isx build: %v", err)
 	}
+	if err := m.Branch(ctx, refusals[0].opts); strings.Contains(err.Error(), "UNIQUE") || strings.Contains(err.Error(), "database") ||
+		!strings.Contains(err.Error(), "an instance named one already exists in project "+c.ProjectName()) {
+		t.Errorf("a taken name: %v", err)
+	}
 	if got := instance.ParseStamps(get(t, c, "one").Config).Owner; got != "alice" {
 		t.Errorf("a refused branch changed the existing instance: owner %q", got)
 	}
@@ -128,10 +132,17 @@ func TestBranchListDestroy(t *testing.T) {
 		!strings.Contains(err.Error(), "--template") {
 		t.Errorf("destroy of a template without --template: %v", err)
 	}
-	for _, n := range []string{"one", "two"} {
-		if err := m.Destroy(ctx, n, instance.DestroyOptions{}); err != nil {
-			t.Errorf("destroy %s: %v", n, err)
-		}
+	// A running instance needs Force, as `incus delete` does; a stopped
+	// one does not.
+	if err := m.Destroy(ctx, "one", instance.DestroyOptions{}); coded.CodeOf(err) != instance.CodeRunning ||
+		!strings.Contains(err.Error(), "isx destroy --force one") || !get(t, c, "one").Running() {
+		t.Errorf("destroy of a running instance without Force: %v", err)
+	}
+	if err := m.Destroy(ctx, "one", instance.DestroyOptions{Force: true}); err != nil {
+		t.Errorf("destroy one with Force: %v", err)
+	}
+	if err := m.Destroy(ctx, "two", instance.DestroyOptions{}); err != nil {
+		t.Errorf("destroy the stopped two: %v", err)
 	}
 	if err := m.Destroy(ctx, buildtest.BusyBoxChild, instance.DestroyOptions{Template: true}); err != nil {
 		t.Errorf("destroy a template with --template: %v", err)
@@ -179,6 +190,40 @@ func TestBranchNetworkModes(t *testing.T) {
 		}
 		if !masked || strings.Contains(links, "eth0") {
 			t.Errorf("%s: NIC not masked: %v, links %q", mode, inst.ExpandedDevices, links)
+		}
+	}
+}
+
+// An instance's host name is its name: on systemd, which sets the one in
+// /etc/hostname at boot, that file and /etc/hosts's 127.0.1.1 line name
+// it, for a branch of a template and for a copy of an instance alike.
+func TestBranchHostNameIsTheName(t *testing.T) {
+	c := incustest.Project(t)
+	ctx := testContext(t)
+	buildtest.Build(t, c, buildtest.Templates(t), buildtest.Debian)
+	m := &instance.Manager{Client: c, Clock: clock.Real{}}
+	if err := m.Branch(ctx, instance.BranchOptions{Name: "web", From: buildtest.Debian, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Branch(ctx, instance.BranchOptions{Name: "web-copy", From: "web", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web", "web-copy"} {
+		got := exec(t, c, name, "hostname; cat /etc/hostname; grep '^127.0.1.1' /etc/hosts; getent hosts "+name+" >/dev/null && echo resolves")
+		if want := name + "\n" + name + "\n127.0.1.1\t" + name + "\nresolves\n"; got != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestHostsWithName(t *testing.T) {
+	for hosts, want := range map[string]string{
+		"127.0.0.1 localhost\n127.0.1.1 isx\n::1 localhost\n": "127.0.0.1 localhost\n127.0.1.1\tweb\n::1 localhost\n",
+		"127.0.0.1 localhost": "127.0.0.1 localhost\n127.0.1.1\tweb\n",
+		"":                    "127.0.1.1\tweb\n",
+	} {
+		if got := instance.HostsWithName(hosts, "web"); got != want {
+			t.Errorf("HostsWithName(%q) = %q, want %q", hosts, got, want)
 		}
 	}
 }

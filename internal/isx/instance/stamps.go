@@ -201,19 +201,24 @@ func (m MCPStamps) Any() bool { return len(m.Config()) > 0 }
 // orphaned, which wins over held: an orphan's session stamp stays until
 // another session adopts it.
 func (m MCPStamps) Label() string {
-	withPurpose := func(state string) string {
-		if m.Purpose == "" {
-			return state
-		}
+	switch state := m.Holding(); {
+	case state == "", state == "orphaned", m.Purpose == "":
+		return state
+	default:
 		return state + ": " + m.Purpose
 	}
+}
+
+// Holding is the word of Label without the purpose: "kept", "orphaned",
+// "held", or "" for an instance isx mcp does not manage.
+func (m MCPStamps) Holding() string {
 	switch {
 	case m.Kept != "":
-		return withPurpose("kept")
+		return "kept"
 	case m.Orphaned != "":
 		return "orphaned"
 	case m.Session != "":
-		return withPurpose("held")
+		return "held"
 	}
 	return ""
 }

@@ -35,6 +35,13 @@ type Options struct {
 	// WorkDir is where the search for a project's .incus-spawn/ starts
 	// (absolute); empty means no project-local definitions.
 	WorkDir string
+	// KeepGoing makes a definition file (or directory) that cannot be
+	// read or used a Broken entry of the Set instead of failing the whole
+	// load, so that one bad file does not stop work with the others. The
+	// name such a file defines, when it can be told, stays unusable: Get
+	// returns the file's error rather than a definition of that name from
+	// a later source.
+	KeepGoing bool
 }
 
 // Warning is something Load noticed that does not stop it: a definition
@@ -59,9 +66,10 @@ const (
 // the search paths and the project's .incus-spawn/ (and, as older releases
 // laid them out, the images/ directory inside a search path or
 // .incus-spawn/), and merges them into a Set. A file that cannot be read
-// or parsed fails the whole load, naming the file: nothing is skipped
-// silently. Files whose names start with "." are editor leftovers and are
-// not read; only *.yaml and *.yml files are.
+// or parsed fails the whole load, naming the file, unless KeepGoing makes
+// it a Broken entry: nothing is skipped silently. Files whose names start
+// with "." are editor leftovers and are not read; only *.yaml and *.yml
+// files are.
 func Load(opts Options) (*Set, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -70,25 +78,24 @@ func Load(opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &loader{keepGoing: opts.KeepGoing}
+	for _, d := range defs {
+		l.entries = append(l.entries, entry{def: d})
+	}
 	userDir := UserDir(opts.Home)
-	user, err := loadSource(SourceUser, userDir)
+	if err := l.source(SourceUser, userDir); err != nil {
+		return nil, err
+	}
+	warnings, err := l.searchPaths(opts.SearchPaths, userDir)
 	if err != nil {
 		return nil, err
 	}
-	defs = append(defs, user...)
-	searched, warnings, err := loadSearchPaths(opts.SearchPaths, userDir)
-	if err != nil {
-		return nil, err
-	}
-	defs = append(defs, searched...)
 	if opts.WorkDir != "" {
-		local, err := loadProject(opts.WorkDir)
-		if err != nil {
+		if err := l.project(opts.WorkDir); err != nil {
 			return nil, err
 		}
-		defs = append(defs, local...)
 	}
-	set, err := NewSet(defs...)
+	set, err := newSet(l.keepGoing, l.entries)
 	if err != nil {
 		return nil, err
 	}
@@ -96,13 +103,48 @@ func Load(opts Options) (*Set, error) {
 	return set, nil
 }
 
-// loadSearchPaths reads each search path once (skipping the user
-// directory, already read), in order. A path that does not exist is a
-// warning: the configuration names it, but a missing directory holds no
-// definitions to get wrong.
-func loadSearchPaths(paths []string, userDir string) ([]*Definition, []Warning, error) {
+// loader gathers definitions in source order; under keepGoing a failure
+// of one file or directory is kept as a broken entry and loading goes on.
+type loader struct {
+	keepGoing bool
+	entries   []entry
+}
+
+// entry is a definition, or a file that could not give one.
+type entry struct {
+	def    *Definition
+	broken *Broken
+}
+
+func (e entry) file() string {
+	if e.broken != nil {
+		return e.broken.File
+	}
+	return e.def.Source.Path
+}
+
+func (e entry) name() string {
+	if e.broken != nil {
+		return e.broken.Name
+	}
+	return e.def.Name
+}
+
+// fail keeps err as a broken entry under keepGoing, else returns it.
+func (l *loader) fail(kind SourceKind, file, name string, err error) error {
+	if !l.keepGoing {
+		return err
+	}
+	l.entries = append(l.entries, entry{broken: &Broken{File: file, Kind: kind, Name: name, Err: err}})
+	return nil
+}
+
+// searchPaths reads each search path once (skipping the user directory,
+// already read), in order. A path that does not exist is a warning: the
+// configuration names it, but a missing directory holds no definitions to
+// get wrong.
+func (l *loader) searchPaths(paths []string, userDir string) ([]Warning, error) {
 	var (
-		defs     []*Definition
 		warnings []Warning
 		loaded   = map[string]bool{userDir: true}
 	)
@@ -117,21 +159,22 @@ func loadSearchPaths(paths []string, userDir string) ([]*Definition, []Warning, 
 				Message: fmt.Sprintf("template path %s (config.yaml template-paths) does not exist; create it or remove it from the list", dir)})
 			continue
 		}
-		found, err := loadSource(SourceSearchPath, dir, filepath.Join(dir, "images"))
-		if err != nil {
-			return nil, nil, err
+		if err := l.source(SourceSearchPath, dir, filepath.Join(dir, "images")); err != nil {
+			return nil, err
 		}
-		defs = append(defs, found...)
 	}
-	return defs, warnings, nil
+	return warnings, nil
 }
 
-func loadProject(workDir string) ([]*Definition, error) {
+func (l *loader) project(workDir string) error {
 	project, ok, err := FindProjectDir(workDir)
-	if err != nil || !ok {
-		return nil, err
+	if err != nil {
+		return l.fail(SourceProjectLocal, filepath.Join(workDir, ProjectDirName), "", err)
 	}
-	return loadSource(SourceProjectLocal, project, filepath.Join(project, "images"))
+	if !ok {
+		return nil
+	}
+	return l.source(SourceProjectLocal, project, filepath.Join(project, "images"))
 }
 
 func (o Options) check() error {
@@ -173,37 +216,47 @@ func FindProjectDir(workDir string) (string, bool, error) {
 	}
 }
 
-// loadSource reads the definitions of one source, spread over dirs. Two
+// source reads the definitions of one source, spread over dirs. Two
 // files of one source defining the same name is an error: nothing says
 // which one was meant.
-func loadSource(kind SourceKind, dirs ...string) ([]*Definition, error) {
-	var out []*Definition
-	byName := map[string]*Definition{}
+func (l *loader) source(kind SourceKind, dirs ...string) error {
+	first := len(l.entries)
+	byName := map[string]int{} // index into l.entries
 	for _, dir := range dirs {
-		found, err := loadDir(dir, kind)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range found {
-			if first, dup := byName[d.Name]; dup {
-				return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", d.Name, first.Source.Path)}
-			}
-			byName[d.Name] = d
-			out = append(out, d)
+		if err := l.dir(dir, kind); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	for i := first; i < len(l.entries); i++ {
+		e := l.entries[i]
+		if e.def == nil {
+			continue
+		}
+		at, dup := byName[e.def.Name]
+		if !dup {
+			byName[e.def.Name] = i
+			continue
+		}
+		path := l.entries[at].file()
+		err := &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: e.def.Source.Path, Key: "name"}, nil, "%q is also defined by %s; each template name may be defined once per directory, so rename or remove one", e.def.Name, path)}
+		if !l.keepGoing {
+			return err
+		}
+		// Neither file may be preferred: the name is unusable.
+		l.entries[at] = entry{broken: &Broken{File: e.def.Source.Path, Kind: kind, Name: e.def.Name, Err: err}}
+		l.entries[i] = entry{broken: &Broken{File: e.def.Source.Path, Kind: kind, Err: err}}
+	}
+	return nil
 }
 
-func loadDir(dir string, kind SourceKind) ([]*Definition, error) {
+func (l *loader) dir(dir string, kind SourceKind) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, unreadable(dir, "template directory cannot be read", err)
+		return l.fail(kind, dir, "", unreadable(dir, "template directory cannot be read", err))
 	}
-	var out []*Definition
 	for _, entry := range entries {
 		name := entry.Name()
 		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
@@ -212,21 +265,31 @@ func loadDir(dir string, kind SourceKind) ([]*Definition, error) {
 		file := filepath.Join(dir, name)
 		info, err := os.Stat(file)
 		if err != nil {
-			return nil, unreadable(file, "cannot be read", err)
+			if err := l.fail(kind, file, "", unreadable(file, "cannot be read", err)); err != nil {
+				return err
+			}
+			continue
 		}
 		if info.IsDir() {
 			continue
 		}
-		data, err := readLimited(file)
-		if err != nil {
-			return nil, err
+		if err := l.file(file, dir, kind); err != nil {
+			return err
 		}
-		d, err := parse(data, file, dir)
-		if err != nil {
-			return nil, err
-		}
-		d.Source = Source{Kind: kind, Path: file, Trusted: kind != SourceProjectLocal}
-		out = append(out, d)
 	}
-	return out, nil
+	return nil
+}
+
+func (l *loader) file(file, dir string, kind SourceKind) error {
+	data, err := readLimited(file)
+	if err != nil {
+		return l.fail(kind, file, "", err)
+	}
+	d, err := parse(data, file, dir)
+	if err != nil {
+		return l.fail(kind, file, declaredName(data), err)
+	}
+	d.Source = Source{Kind: kind, Path: file, Trusted: kind != SourceProjectLocal}
+	l.entries = append(l.entries, entry{def: d})
+	return nil
 }

@@ -15,6 +15,10 @@ type Set struct {
 	byName   map[string]*Definition
 	shadowed []*Definition
 	warnings []Warning
+	// broken are the files Load could not use (Options.KeepGoing);
+	// brokenNames the names they claimed, which no later source may take.
+	broken      []*Broken
+	brokenNames map[string]*Broken
 }
 
 // NewSet merges definitions given in source order (built-in, user, search
@@ -23,9 +27,30 @@ type Set struct {
 // shadows a project-local one wherever it comes; two untrusted definitions
 // of one name are an error, since neither may be preferred.
 func NewSet(defs ...*Definition) (*Set, error) {
-	s := &Set{byName: map[string]*Definition{}}
-	for _, d := range defs {
+	entries := make([]entry, len(defs))
+	for i, d := range defs {
+		entries[i] = entry{def: d}
+	}
+	return newSet(false, entries)
+}
+
+// newSet is NewSet over entries that may be broken files. A broken file
+// claims its name as a definition would; under keepGoing, two untrusted
+// definitions of one name make it unusable instead of failing.
+func newSet(keepGoing bool, entries []entry) (*Set, error) {
+	s := &Set{byName: map[string]*Definition{}, brokenNames: map[string]*Broken{}}
+	for _, e := range entries {
+		if e.broken != nil {
+			s.claimBroken(e.broken)
+			continue
+		}
+		d := e.def
 		existing, ok := s.byName[d.Name]
+		if b, claimed := s.brokenNames[d.Name]; claimed {
+			s.warnings = append(s.warnings, Warning{Code: WarningShadowed, Name: d.Name, File: d.Source.Path,
+				Message: fmt.Sprintf("template %s in %s is not used: %s, which comes first, defines it and cannot be read; fix that file", d.Name, d.Source.Path, b.File)})
+			continue
+		}
 		switch {
 		case !ok:
 			s.byName[d.Name] = d
@@ -35,10 +60,32 @@ func NewSet(defs ...*Definition) (*Set, error) {
 			s.byName[d.Name] = d
 			s.shadow(existing, d)
 		default:
-			return nil, &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
+			err := &Error{yamltree.Problem(CodeDuplicate, yamltree.Place{File: d.Source.Path, Key: "name"}, nil, "%q is also defined by %s; rename or remove one", d.Name, existing.Source.Path)}
+			if !keepGoing {
+				return nil, err
+			}
+			delete(s.byName, d.Name)
+			s.claimBroken(&Broken{File: d.Source.Path, Kind: d.Source.Kind, Name: d.Name, Err: err})
 		}
 	}
 	return s, nil
+}
+
+// claimBroken records a broken file, and its name when no trusted
+// definition came before it (a broken file of a later source would have
+// been shadowed anyway).
+func (s *Set) claimBroken(b *Broken) {
+	s.broken = append(s.broken, b)
+	if b.Name == "" {
+		return
+	}
+	if existing, ok := s.byName[b.Name]; ok && existing.trusted() {
+		return
+	}
+	if _, ok := s.brokenNames[b.Name]; !ok {
+		delete(s.byName, b.Name)
+		s.brokenNames[b.Name] = b
+	}
 }
 
 func (s *Set) shadow(loser, winner *Definition) {
@@ -80,7 +127,7 @@ func (s *Set) Definitions() []*Definition {
 func (s *Set) Get(name string) (*Definition, error) {
 	d, ok := s.byName[name]
 	if !ok {
-		return nil, &Error{yamltree.Problem(CodeNotFound, yamltree.Place{Key: "name"}, nil, "no template named %q is defined; `isx list` shows the templates there are", name)}
+		return nil, s.unusable(name)
 	}
 	return d, nil
 }
@@ -105,6 +152,10 @@ func (s *Set) Chain(name string) ([]*Definition, error) {
 			break
 		}
 		parent, ok := s.byName[cur.Parent]
+		if b, broken := s.brokenNames[cur.Parent]; !ok && broken {
+			return nil, &Error{yamltree.Problem(CodeMissingParent, yamltree.Place{File: cur.Source.Path, Line: cur.parentLine, Key: "parent"}, b.Err,
+				"names parent template %q, whose definition cannot be used: %v", cur.Parent, b.Err)}
+		}
 		if !ok {
 			msg := fmt.Sprintf("names parent template %q, which no source defines; define it or fix the name", cur.Parent)
 			if cur != d {
