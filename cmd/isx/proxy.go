@@ -223,10 +223,11 @@ func (a *app) proxyServe(ctx context.Context) error {
 	}
 	defer logFile.Close()
 	server, err := proxy.New(proxy.Options{
-		Home:      home,
-		Client:    client,
-		Owner:     owner,
-		Upstreams: cfg.Upstreams,
+		Home:       home,
+		Client:     client,
+		Owner:      owner,
+		Upstreams:  cfg.Upstreams,
+		HostRoutes: cfg.HostRoutes,
 		// Only trusted definitions: a project-local one never names the
 		// accounts an instance gets.
 		Templates: func() (*template.Set, error) {

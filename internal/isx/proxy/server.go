@@ -55,6 +55,9 @@ type Options struct {
 	Owner string
 	// Upstreams are config.yaml's proxy: upstreams.
 	Upstreams map[string]config.Upstream
+	// HostRoutes are config.yaml's host-routes; a wrong one is skipped
+	// with a warning in the log.
+	HostRoutes []config.HostRoute
 	// Templates loads the trusted template definitions (never a
 	// project-local one), for the accounts each template names.
 	Templates func() (*template.Set, error)
@@ -81,6 +84,11 @@ type Server struct {
 	ca        *authority
 	transport *transports
 	forwarder http.Handler
+	// routes are the usable host routes, by name; owner is whom their
+	// secrets' paths must belong to.
+	routes         map[string]*hostRoute
+	routeTransport *http.Transport
+	owner          fileOwner
 
 	startedAt time.Time
 
@@ -154,6 +162,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.transport = newTransports(opts.Log)
 	s.forwarder = s.newForwarder()
+	s.owner = currentOwner()
+	s.loadRoutes(opts.HostRoutes)
 	s.instanceHTTP = &http.Server{
 		Handler:           http.HandlerFunc(s.serveInstance),
 		ConnContext:       linkContext,
@@ -343,6 +353,7 @@ func (s *Server) shutdown(control *http.Server) {
 	})
 	s.work.Wait()
 	s.transport.close()
+	s.routeTransport.CloseIdleConnections()
 	os.Remove(filepath.Join(s.dir, ControlSocket))
 	os.Remove(filepath.Join(s.dir, pidFile))
 }

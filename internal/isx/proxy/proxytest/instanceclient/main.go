@@ -5,7 +5,8 @@
 //
 //	instanceclient messages -url URL [-key KEY | -key-file FILE] [-stream]
 //	instanceclient get -url URL
-//	instanceclient ws -url URL -until FILE
+//	instanceclient ws -url URL -until FILE [-secret-file FILE]
+//	instanceclient request -url URL [-method M] [-secret-file FILE] [-header 'K: V']... [-body B]
 package main
 
 import (
@@ -39,6 +40,8 @@ func main() {
 		err = get(os.Args[2:])
 	case "ws":
 		err = ws(os.Args[2:])
+	case "request":
+		err = request(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -114,11 +117,23 @@ func ws(args []string) error {
 	flags := flag.NewFlagSet("ws", flag.ExitOnError)
 	target := flags.String("url", "", "the WebSocket")
 	until := flags.String("until", "", "hold the WebSocket open until this file exists")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
 	flags.Parse(args) //nolint:errcheck // ExitOnError
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, *target, &websocket.DialOptions{HTTPClient: http.DefaultClient})
+	header := http.Header{}
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		header.Set("X-Isx-Instance-Secret", strings.TrimSpace(string(data)))
+	}
+	c, resp, err := websocket.Dial(ctx, *target, &websocket.DialOptions{HTTPClient: http.DefaultClient, HTTPHeader: header})
 	if err != nil {
+		if resp != nil {
+			fmt.Printf("status=%d\n", resp.StatusCode)
+		}
 		return err
 	}
 	defer c.CloseNow()
@@ -142,5 +157,59 @@ func ws(args []string) error {
 		return err
 	}
 	fmt.Println("closed")
+	return nil
+}
+
+// headerFlags are repeated -header flags.
+type headerFlags []string
+
+func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
+func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+
+// request sends one request and prints its status, its headers (one
+// "header Name: value" line each) and its body after "body=".
+func request(args []string) error {
+	flags := flag.NewFlagSet("request", flag.ExitOnError)
+	target := flags.String("url", "", "where to send it")
+	method := flags.String("method", http.MethodGet, "the method")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
+	body := flags.String("body", "", "the request body")
+	var headers headerFlags
+	flags.Var(&headers, "header", "a header to send, 'Name: value' (repeatable)")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	req, err := http.NewRequest(*method, *target, strings.NewReader(*body))
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("X-Isx-Instance-Secret", strings.TrimSpace(string(data)))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	fmt.Printf("status=%d\n", resp.StatusCode)
+	for name, values := range resp.Header {
+		for _, v := range values {
+			fmt.Printf("header %s: %s\n", name, v)
+		}
+	}
+	fmt.Printf("body=%s\n", data)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("status %s", resp.Status)
+	}
 	return nil
 }
