@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/mcpserver"
 )
 
 func newDestroyCommand(a *app) *cobra.Command {
@@ -24,10 +27,21 @@ func newDestroyCommand(a *app) *cobra.Command {
 			}
 			manager := &instance.Manager{Client: client, Clock: a.clock}
 			var errs []error
+			owner, err := instance.CurrentOwner()
+			if err != nil {
+				return err
+			}
 			for _, name := range args {
+				// A coordinator's instances become orphans with it.
+				session := coordinatorSession(cmd.Context(), client, name)
 				if err := manager.Destroy(cmd.Context(), name, opts); err != nil {
 					errs = append(errs, err)
 					continue
+				}
+				if session != "" {
+					if err := mcpserver.ReleaseSession(cmd.Context(), client, a.clock, owner, session); err != nil {
+						errs = append(errs, fmt.Errorf("%s is destroyed, but its instances could not be stamped orphaned (the next isx mcp sweep does it): %w", name, err))
+					}
 				}
 				fmt.Fprintf(a.stdout, "Destroyed %s\n", name)
 			}
@@ -36,4 +50,13 @@ func newDestroyCommand(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&opts.Template, "template", false, "allow destroying built templates")
 	return cmd
+}
+
+// coordinatorSession is the session of a coordinator instance, or "".
+func coordinatorSession(ctx context.Context, client *incus.Client, name string) string {
+	inst, _, err := client.GetInstance(ctx, name)
+	if err != nil || !instance.Coordinator(inst) {
+		return ""
+	}
+	return instance.CoordinatorSession(inst)
 }

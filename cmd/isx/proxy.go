@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -217,6 +218,10 @@ func (a *app) proxyServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the isx program: %w", err)
+	}
 	logFile, err := proxy.OpenLog(home)
 	if err != nil {
 		return err
@@ -236,6 +241,13 @@ func (a *app) proxyServe(ctx context.Context) error {
 		Clock:   a.clock,
 		Log:     slog.New(slog.NewTextHandler(logFile, nil)),
 		Version: build.Version,
+		// A coordinator's isx mcp is this very program, as the user.
+		Coordinator: func(name, socket string) *exec.Cmd {
+			cmd := exec.Command(self, "mcp", "--coordinator", name, "--listen", socket)
+			cmd.Stdout, cmd.Stderr = logFile, logFile
+			cmd.Dir = "/"
+			return cmd
+		},
 	})
 	if err != nil {
 		return err

@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 // connect answers CONNECT: for a host the proxy injects credentials into
@@ -18,6 +21,12 @@ import (
 // the requests inside as its own; for any other host it opens a tunnel,
 // counted as one request in flight for as long as it is open.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, e *entry) {
+	if isCoordinatorHost(r.Host) {
+		s.intercept(w, e, instance.CoordinatorHost, func(w http.ResponseWriter, r *http.Request) {
+			s.serveCoordinator(w, r, e)
+		})
+		return
+	}
 	if route := s.routeFor(r.Host); route != nil {
 		s.intercept(w, e, route.Name, func(w http.ResponseWriter, r *http.Request) {
 			s.serveRoute(w, r, e, route)
@@ -200,4 +209,9 @@ func (c *closeNotifyConn) Close() error {
 	err := c.Conn.Close()
 	c.l.Close()
 	return err
+}
+
+// isCoordinatorHost reports whether a CONNECT is for mcp.isx.internal:443.
+func isCoordinatorHost(hostport string) bool {
+	return strings.EqualFold(hostport, instance.CoordinatorHost+":443") || strings.EqualFold(hostport, instance.CoordinatorHost)
 }

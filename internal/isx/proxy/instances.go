@@ -29,6 +29,8 @@ type entry struct {
 	// projectLocal: built from a project-local definition.
 	projectLocal bool
 	counters     *counters
+	// coordinator: the grant was seen for this start.
+	coordinator atomic.Bool
 }
 
 // incarnation tells one start of an instance from another: Incus sets
@@ -105,6 +107,13 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	prep := instance.Preparation{Secret: secret, CA: s.ca.certPEM, Profile: profile(), Fresh: fresh}
 	if err := instance.Prepare(ctx, s.opts.Client, name, prep); err != nil {
 		return Unknown(name), err
+	}
+	if fresh {
+		// Every start puts isx mcp in a coordinator's Claude Code, and
+		// takes it out of a copy of one.
+		if _, err := instance.Register(ctx, s.opts.Client, name, instance.Coordinator(inst)); err != nil {
+			s.logProblem(name, "cannot update the Claude Code registration of isx mcp", err)
+		}
 	}
 	if err := s.listen(name); err != nil {
 		return Unknown(name), err
@@ -191,6 +200,7 @@ func (s *Server) listen(name string) error {
 // forget drops a deleted (or renamed) instance: its socket, its secret
 // and its counts.
 func (s *Server) forget(name string) {
+	s.stopBackend(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.listeners[name]; ok {

@@ -58,6 +58,9 @@ type Options struct {
 	// HostRoutes are config.yaml's host-routes; a wrong one is skipped
 	// with a warning in the log.
 	HostRoutes []config.HostRoute
+	// Coordinator starts the host isx mcp of a coordinator instance; nil
+	// serves none.
+	Coordinator CoordinatorCommand
 	// Templates loads the trusted template definitions (never a
 	// project-local one), for the accounts each template names.
 	Templates func() (*template.Set, error)
@@ -89,6 +92,9 @@ type Server struct {
 	routes         map[string]*hostRoute
 	routeTransport *http.Transport
 	owner          fileOwner
+
+	backendMu sync.Mutex
+	backends  map[string]*backend
 
 	startedAt time.Time
 
@@ -158,7 +164,8 @@ func New(opts Options) (*Server, error) {
 	seen, _ := os.Stat(config.AccountsPath(opts.Home))
 	s := &Server{
 		opts: opts, dir: dir, ca: ca, accounts: accounts, accountsSeen: seen,
-		entries: map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
+		backends: map[string]*backend{},
+		entries:  map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
 	}
 	s.transport = newTransports(opts.Log)
 	s.forwarder = s.newForwarder()
@@ -347,6 +354,7 @@ func (s *Server) shutdown(control *http.Server) {
 	}
 	s.mu.Unlock()
 	s.instanceHTTP.Close()
+	s.stopBackends()
 	s.hijacked.Range(func(c, _ any) bool {
 		c.(net.Conn).Close()
 		return true

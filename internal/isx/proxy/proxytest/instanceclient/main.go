@@ -6,6 +6,7 @@
 //	instanceclient messages -url URL [-key KEY | -key-file FILE] [-stream]
 //	instanceclient get -url URL
 //	instanceclient ws -url URL -until FILE [-secret-file FILE]
+//	instanceclient mcp [-url URL] [-secret-file FILE] tools|call TOOL JSON|two
 //	instanceclient request -url URL [-method M] [-secret-file FILE] [-header 'K: V']... [-body B]
 package main
 
@@ -42,6 +43,8 @@ func main() {
 		err = ws(os.Args[2:])
 	case "request":
 		err = request(os.Args[2:])
+	case "mcp":
+		err = mcpCommand(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
