@@ -120,6 +120,16 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 		t.Errorf("the coordinator's tools %v, a host session's %v", inside, host)
 	}
 
+	// mcp.isx.internal resolves inside to the coordinator's way to the
+	// proxy, and a client that uses no proxy reaches isx mcp there too.
+	if hosts := w.inside("coord", "getent hosts mcp.isx.internal 2>/dev/null || grep ' mcp.isx.internal' /etc/hosts"); !strings.HasPrefix(strings.TrimSpace(hosts), "127.0.0.1") {
+		t.Errorf("mcp.isx.internal resolves to %q", hosts)
+	}
+	noProxy := "env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy "
+	if direct := w.inside("coord", noProxy+mcpInside+"tools"); !strings.Contains(direct, "server=isx ") {
+		t.Errorf("without a proxy in the environment:\n%s", direct)
+	}
+
 	// Without the secret, or with a wrong one: refused.
 	if text, code := w.tryInside("coord", proxytest.ClientPath+" mcp tools"); code == 0 || !strings.Contains(text, "Unauthorized") {
 		t.Errorf("without the secret: exit %d\n%s", code, text)
@@ -182,6 +192,12 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	}
 	if text, code := w.tryInside("copy", mcpInside+"tools"); code == 0 || !strings.Contains(text, "Forbidden") {
 		t.Errorf("the copy reached isx mcp: exit %d\n%s", code, text)
+	}
+	if text, code := w.tryInside("copy", noProxy+mcpInside+"tools"); code == 0 {
+		t.Errorf("the copy reached isx mcp without the proxy:\n%s", text)
+	}
+	if hosts, _ := w.tryInside("copy", "grep mcp.isx.internal /etc/hosts"); strings.Contains(hosts, "mcp.isx.internal") {
+		t.Errorf("the copy still names mcp.isx.internal: %s", hosts)
 	}
 
 	// Destroying the coordinator orphans its instances.

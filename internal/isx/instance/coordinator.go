@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
@@ -22,6 +23,28 @@ const (
 	CoordinatorHost = "mcp.isx.internal"
 	CoordinatorURL  = "https://" + CoordinatorHost + "/mcp"
 )
+
+// CoordinatorDevice is a coordinator's second way to the host proxy:
+// TLS on port 443 of its own loopback, which /etc/hosts names
+// mcp.isx.internal, so that a client that uses no proxy (a systemd unit
+// without the proxy's environment) reaches isx mcp at its URL too.
+const (
+	CoordinatorDevice  = "isx-proxy-tls"
+	CoordinatorAddress = "127.0.0.1:443"
+)
+
+// CoordinatorSocket is the host socket the CoordinatorDevice of instance
+// name connects to.
+func CoordinatorSocket(proxyDir, project, name string) string {
+	return strings.TrimSuffix(ProxySocket(proxyDir, project, name), ".sock") + "-tls.sock"
+}
+
+// ConnectsDirect reports whether the instance's CoordinatorDevice leads
+// to socket.
+func ConnectsDirect(devices map[string]map[string]string, socket string) bool {
+	device := devices[CoordinatorDevice]
+	return device["type"] == "proxy" && device["connect"] == "unix:"+socket && device["listen"] == "tcp:"+CoordinatorAddress
+}
 
 // CoordinatorSessionPrefix starts the isx mcp session id of a coordinator.
 const CoordinatorSessionPrefix = "coordinator:"
@@ -56,6 +79,17 @@ func (m *Manager) Grant(ctx context.Context, name string) error {
 			return NewError(CodeInvalid, name, nil, "Incus gave %s no uuid", name)
 		}
 		inst.Config[KeyCoordinator] = inst.Config["volatile.uuid"]
+		if m.ProxyDir != "" {
+			if inst.Devices == nil {
+				inst.Devices = map[string]map[string]string{}
+			}
+			inst.Devices[CoordinatorDevice] = map[string]string{
+				"type":    "proxy",
+				"listen":  "tcp:" + CoordinatorAddress,
+				"connect": "unix:" + CoordinatorSocket(m.ProxyDir, m.Client.ProjectName(), name),
+				"bind":    "container",
+			}
+		}
 		return nil
 	})
 }
@@ -118,4 +152,35 @@ func Register(ctx context.Context, c *incus.Client, name string, coordinator boo
 		return false, err
 	}
 	return coordinator, nil
+}
+
+// hostsLine names mcp.isx.internal in a coordinator's /etc/hosts.
+const hostsLine = "127.0.0.1 " + CoordinatorHost + " # isx: the host proxy's isx mcp"
+
+// SetHosts puts mcp.isx.internal in the instance's /etc/hosts, at its
+// CoordinatorDevice, or takes it out of one that is not a coordinator.
+func SetHosts(ctx context.Context, c *incus.Client, name string, coordinator bool) error {
+	data, err := c.PullFile(ctx, name, "/etc/hosts")
+	if err != nil && !errors.Is(err, incus.ErrNotFound) {
+		return err
+	}
+	var kept []string
+	has := false
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if line == hostsLine {
+			has = true
+			if !coordinator {
+				continue
+			}
+		}
+		kept = append(kept, line)
+	}
+	switch {
+	case coordinator && has, !coordinator && !has:
+		return nil
+	case coordinator:
+		kept = append(kept, hostsLine)
+	}
+	content := strings.TrimLeft(strings.Join(kept, "\n")+"\n", "\n")
+	return c.PushFile(ctx, name, "/etc/hosts", strings.NewReader(content), incus.FileOptions{Mode: 0o644})
 }

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -198,4 +200,74 @@ func (s *Server) stopBackends() {
 		wg.Go(func() { s.stopBackend(name) })
 	}
 	wg.Wait()
+}
+
+// directSuffix keys a coordinator's TLS listener beside its plain one.
+const directSuffix = "#tls"
+
+func (s *Server) directSocketOf(name string) string {
+	return instance.CoordinatorSocket(s.dir, s.opts.Client.ProjectName(), name)
+}
+
+// listenDirect serves a coordinator's TLS socket, once: what reaches
+// https://mcp.isx.internal/ (or a host route's name) without a proxy.
+func (s *Server) listenDirect(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := name + directSuffix
+	if _, ok := s.listeners[key]; ok {
+		return nil
+	}
+	path := s.directSocketOf(name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return coded.Wrap(CodeState, err, "cannot remove the old socket %s of %s", path, name)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return coded.Wrap(CodeState, err, "cannot listen on %s for %s", path, name)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return coded.Wrap(CodeState, err, "cannot make %s private", path)
+	}
+	named := &namedListener{Listener: l, name: name, log: s.opts.Log}
+	s.listeners[key] = named
+	tlsListener := tls.NewListener(named, &tls.Config{
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			host := strings.ToLower(hello.ServerName)
+			if host != instance.CoordinatorHost && s.routes[host] == nil {
+				return nil, fmt.Errorf("the isx host proxy answers %s and the host routes here, not %q", instance.CoordinatorHost, host)
+			}
+			return s.ca.leaf(host)
+		},
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	s.work.Go(func() {
+		_ = s.directHTTP.Serve(tlsListener)
+	})
+	return nil
+}
+
+// serveDirect is a request that came by TLS straight to a coordinator's
+// port 443: isx mcp or a host route, by the name it was sent to.
+func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request) {
+	e := s.current(linkOf(r.Context()))
+	if e == nil {
+		writeError(w, http.StatusForbidden, "permission_error", "the isx host proxy serves no instance on this socket now")
+		return
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == instance.CoordinatorHost {
+		s.serveCoordinator(w, r, e)
+		return
+	}
+	if route := s.routes[host]; route != nil {
+		s.serveRoute(w, r, e, route)
+		return
+	}
+	writeError(w, http.StatusNotFound, "not_found_error", "the isx host proxy answers "+instance.CoordinatorHost+" here, not "+host)
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -111,12 +112,21 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	if fresh {
 		// Every start puts isx mcp in a coordinator's Claude Code, and
 		// takes it out of a copy of one.
-		if _, err := instance.Register(ctx, s.opts.Client, name, instance.Coordinator(inst)); err != nil {
+		coordinator := instance.Coordinator(inst)
+		if _, err := instance.Register(ctx, s.opts.Client, name, coordinator); err != nil {
 			s.logProblem(name, "cannot update the Claude Code registration of isx mcp", err)
+		}
+		if err := instance.SetHosts(ctx, s.opts.Client, name, coordinator); err != nil {
+			s.logProblem(name, "cannot name mcp.isx.internal in the instance's /etc/hosts", err)
 		}
 	}
 	if err := s.listen(name); err != nil {
 		return Unknown(name), err
+	}
+	if instance.ConnectsDirect(inst.ExpandedDevices, s.directSocketOf(name)) {
+		if err := s.listenDirect(name); err != nil {
+			return Unknown(name), err
+		}
 	}
 	stamps := instance.ParseStamps(inst.Config)
 	e := &entry{
@@ -207,6 +217,11 @@ func (s *Server) forget(name string) {
 		l.Close()
 		delete(s.listeners, name)
 		os.Remove(s.socketOf(name))
+	}
+	if l, ok := s.listeners[name+directSuffix]; ok {
+		l.Close()
+		delete(s.listeners, name+directSuffix)
+		os.Remove(s.directSocketOf(name))
 	}
 	delete(s.entries, name)
 	if _, ok := s.secrets.records[name]; ok {
@@ -346,6 +361,9 @@ type linkKey struct{}
 
 // linkContext puts the name of the connection's instance in its context.
 func linkContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
 	if n, ok := c.(*namedConn); ok {
 		return context.WithValue(ctx, linkKey{}, n.name)
 	}

@@ -38,7 +38,7 @@ type seenRequest struct {
 // mangle included.
 const controllerBody = "reply\x00\xff body\r\n"
 
-func startController(t *testing.T) *controller {
+func startController(t testing.TB) *controller {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,7 +95,7 @@ const routesConfig = `host-routes:
     templates: []
 `
 
-func newRouteWorld(t *testing.T) *routeWorld {
+func newRouteWorld(t testing.TB) *routeWorld {
 	w := &routeWorld{world: newWorld(t, busyboxAccounts, busyboxNone), work: startController(t), second: startController(t)}
 	text := strings.NewReplacer("WORK", w.work.addr, "SECOND", w.second.addr).Replace(routesConfig)
 	if err := os.WriteFile(config.ConfigPath(w.home), []byte(text), 0o600); err != nil {

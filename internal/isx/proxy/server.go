@@ -108,10 +108,12 @@ type Server struct {
 	accountsSeen os.FileInfo
 
 	instanceHTTP *http.Server
-	hijacked     sync.Map // net.Conn → struct{}: tunnels, closed at shutdown
-	work         sync.WaitGroup
-	stop         context.CancelFunc
-	stopOnce     sync.Once
+	// directHTTP serves coordinators' TLS sockets.
+	directHTTP *http.Server
+	hijacked   sync.Map // net.Conn → struct{}: tunnels, closed at shutdown
+	work       sync.WaitGroup
+	stop       context.CancelFunc
+	stopOnce   sync.Once
 }
 
 // New checks what the proxy needs before it serves: its directory,
@@ -173,6 +175,14 @@ func New(opts Options) (*Server, error) {
 	s.loadRoutes(opts.HostRoutes)
 	s.instanceHTTP = &http.Server{
 		Handler:           http.HandlerFunc(s.serveInstance),
+		ConnContext:       linkContext,
+		ReadHeaderTimeout: time.Minute,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
+	}
+	s.directHTTP = &http.Server{
+		Handler:           http.HandlerFunc(s.serveDirect),
 		ConnContext:       linkContext,
 		ReadHeaderTimeout: time.Minute,
 		IdleTimeout:       5 * time.Minute,
@@ -354,6 +364,7 @@ func (s *Server) shutdown(control *http.Server) {
 	}
 	s.mu.Unlock()
 	s.instanceHTTP.Close()
+	s.directHTTP.Close()
 	s.stopBackends()
 	s.hijacked.Range(func(c, _ any) bool {
 		c.(net.Conn).Close()

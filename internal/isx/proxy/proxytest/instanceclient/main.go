@@ -7,6 +7,7 @@
 //	instanceclient get -url URL
 //	instanceclient ws -url URL -until FILE [-secret-file FILE]
 //	instanceclient mcp [-url URL] [-secret-file FILE] tools|call TOOL JSON|two
+//	instanceclient load -url URL -n N -c C [-secret-file FILE]
 //	instanceclient request -url URL [-method M] [-secret-file FILE] [-header 'K: V']... [-body B]
 package main
 
@@ -45,6 +46,8 @@ func main() {
 		err = request(os.Args[2:])
 	case "mcp":
 		err = mcpCommand(os.Args[2:])
+	case "load":
+		err = load(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -214,5 +217,64 @@ func request(args []string) error {
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("status %s", resp.Status)
 	}
+	return nil
+}
+
+// load sends n GET requests, c at a time, and prints how many per second
+// were answered 200.
+func load(args []string) error {
+	flags := flag.NewFlagSet("load", flag.ExitOnError)
+	target := flags.String("url", "", "where to send them")
+	n := flags.Int("n", 1000, "how many requests")
+	c := flags.Int("c", 8, "how many at a time")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	secret := ""
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		secret = strings.TrimSpace(string(data))
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = *c
+	client := &http.Client{Transport: transport}
+	jobs := make(chan struct{}, *n)
+	for range *n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	errs := make(chan error, *c)
+	began := time.Now()
+	for range *c {
+		go func() {
+			for range jobs {
+				req, _ := http.NewRequest(http.MethodGet, *target, nil)
+				if secret != "" {
+					req.Header.Set("X-Isx-Instance-Secret", secret)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body) //nolint:errcheck // counted by status
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("status %s", resp.Status)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range *c {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	took := time.Since(began)
+	fmt.Printf("requests=%d seconds=%.3f rps=%.0f\n", *n, took.Seconds(), float64(*n)/took.Seconds())
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 //	instanceclient mcp -url URL -secret-file FILE tools
 //	instanceclient mcp -url URL -secret-file FILE call TOOL JSON
 //	instanceclient mcp -url URL -secret-file FILE two
+//	instanceclient mcp -url URL -secret-file FILE bench N TOOL JSON
 func mcpCommand(args []string) error {
 	flags := flag.NewFlagSet("mcp", flag.ExitOnError)
 	endpoint := flags.String("url", "https://mcp.isx.internal/mcp", "the MCP endpoint")
@@ -92,6 +94,8 @@ func mcpCommand(args []string) error {
 			}
 		}
 		return nil
+	case "bench":
+		return bench(ctx, session, rest)
 	case "two":
 		second, err := connect()
 		if err != nil {
@@ -123,4 +127,37 @@ func (t *withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[name] = values
 	}
 	return t.inner.RoundTrip(r)
+}
+
+// bench makes n calls of one tool on one connection and prints the
+// median and mean time of a call.
+func bench(ctx context.Context, session *mcp.ClientSession, rest []string) error {
+	if len(rest) != 4 {
+		return errors.New("mcp bench N TOOL JSON")
+	}
+	var n int
+	if _, err := fmt.Sscan(rest[1], &n); err != nil || n < 1 {
+		return fmt.Errorf("bench: %q is not a count", rest[1])
+	}
+	var arguments map[string]any
+	if err := json.Unmarshal([]byte(rest[3]), &arguments); err != nil {
+		return fmt.Errorf("the arguments: %w", err)
+	}
+	took := make([]time.Duration, 0, n)
+	began := time.Now()
+	for range n {
+		start := time.Now()
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: rest[2], Arguments: arguments})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("%s failed: %+v", rest[2], res.Content)
+		}
+		took = append(took, time.Since(start))
+	}
+	total := time.Since(began)
+	slices.Sort(took)
+	fmt.Printf("calls=%d median_ns=%d mean_ns=%d\n", n, took[n/2].Nanoseconds(), total.Nanoseconds()/int64(n))
+	return nil
 }
