@@ -87,9 +87,9 @@ func (w *proxyWorld) waitSecret(name, old string) string {
 	return secret
 }
 
-// ISX-212, ISX-213, ISX-214, ISX-216, ISX-218, ISX-220, ISX-226, ISX-227,
-// ISX-228, ISX-230, ISX-231, ISX-233, ISX-234, ISX-235, ISX-236, ISX-240,
-// ISX-242: a coordinator branched with --proxy-only --mcp-client runs the
+// ISX-212, ISX-213, ISX-214, ISX-215, ISX-216, ISX-217, ISX-218, ISX-219,
+// ISX-220, ISX-226, ISX-227, ISX-228, ISX-230, ISX-231, ISX-234, ISX-235,
+// ISX-236, ISX-237, ISX-238, ISX-240, ISX-242: a coordinator branched with --proxy-only --mcp-client runs the
 // go-sdk client inside, creates an instance and runs exec in it through
 // https://mcp.isx.internal/mcp; a restart keeps what it holds, with
 // nothing to adopt; a second connection ends the first; a copy cannot
@@ -190,8 +190,16 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	if err := w.client.StartInstance(ctx, "coord"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := proxy.Connect(w.home).Admit(ctx, "coord"); err != nil {
+		t.Fatal(err)
+	}
 	if text, code := w.tryInside("copy", mcpInside+"tools"); code == 0 || !strings.Contains(text, "Forbidden") {
 		t.Errorf("the copy reached isx mcp: exit %d\n%s", code, text)
+	}
+	// ISX-217: the coordinator's own secret, sent from another instance.
+	coordSecret := strings.TrimSpace(w.inside("coord", "cat "+instance.SecretFile))
+	if text, code := w.tryInside("copy", "echo "+coordSecret+" > /tmp/s; "+proxytest.ClientPath+" mcp -secret-file /tmp/s tools"); code == 0 || !strings.Contains(text, "Unauthorized") {
+		t.Errorf("coord's secret from another instance: exit %d\n%s", code, text)
 	}
 	if text, code := w.tryInside("copy", noProxy+mcpInside+"tools"); code == 0 {
 		t.Errorf("the copy reached isx mcp without the proxy:\n%s", text)
@@ -207,6 +215,57 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 		t.Errorf("after destroying coord, %s is %v", created.Name, got)
 	}
 	incustest.WaitFor(t, "coord's isx mcp to end", time.Minute, func() bool { return coordinatorProcesses(t, "coord") == 0 })
+
+	// ISX-238: a new coordinator under the same name is another session.
+	w.ok("branch", "coord", "--from", proxyTemplate, "--proxy-only", "--mcp-client")
+	proxytest.PushClient(t, w.client, "coord")
+	listed.Instances = nil
+	w.callInside("coord", "list_instances", map[string]any{}, &listed)
+	if slices.Contains(listed.Instances, listedInstance{Name: created.Name, State: "ready"}) {
+		t.Errorf("the new coord holds the old one's %s: %+v", created.Name, listed)
+	}
+	raw, _ := json.Marshal(map[string]any{"instance": created.Name, "command": "true"})
+	if text := w.inside("coord", mcpInside+"call exec '"+string(raw)+"'"); !strings.Contains(text, "isError=true") {
+		t.Errorf("the new coord ran exec on the old one's instance:\n%s", text)
+	}
+
+	// ISX-237: withdrawing the grant orphans what the coordinator holds,
+	// as the next session to look sees.
+	var second struct {
+		Name string `json:"instance"`
+	}
+	w.callInside("coord", "create_instance", map[string]any{"template": proxyTemplate, "name_hint": "w2", "purpose": "withdrawn"}, &second)
+	err := w.client.UpdateInstance(ctx, "coord", func(inst *incus.Instance) error {
+		delete(inst.Config, instance.KeyCoordinator)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, code := w.tryInside("coord", mcpInside+"tools"); code == 0 || !strings.Contains(text, "Forbidden") {
+		t.Errorf("a coordinator whose grant was withdrawn still connects: exit %d\n%s", code, text)
+	}
+	w.stdioCall("list_instances")
+	_, rows = table(w.ok("list").stdout, "NAME")
+	if got := row(rows, second.Name); len(got) != 4 || got[3] != "orphaned" {
+		t.Errorf("after withdrawing the grant, %s is %v", second.Name, got)
+	}
+}
+
+// stdioCall makes one call in a host stdio session of isx mcp.
+func (w *proxyWorld) stdioCall(tool string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "test"}, nil)
+	session, err := c.Connect(ctx, &mcp.CommandTransport{Command: w.command(ctx, "mcp")}, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer session.Close()
+	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}}); err != nil || res.IsError {
+		w.t.Fatalf("%s: %v %+v", tool, err, res)
+	}
 }
 
 type listedInstance struct {
