@@ -89,7 +89,7 @@ func (w *proxyWorld) waitSecret(name, old string) string {
 
 // ISX-212, ISX-213, ISX-214, ISX-215, ISX-216, ISX-217, ISX-218, ISX-219,
 // ISX-220, ISX-226, ISX-227, ISX-228, ISX-230, ISX-231, ISX-234, ISX-235,
-// ISX-236, ISX-237, ISX-238, ISX-240, ISX-242: a coordinator branched with --proxy-only --mcp-client runs the
+// ISX-236, ISX-237, ISX-238, ISX-239, ISX-240, ISX-241, ISX-242: a coordinator branched with --proxy-only --mcp-client runs the
 // go-sdk client inside, creates an instance and runs exec in it through
 // https://mcp.isx.internal/mcp; a restart keeps what it holds, with
 // nothing to adopt; a second connection ends the first; a copy cannot
@@ -182,6 +182,12 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 		t.Errorf("the previous start's secret still works:\n%s", text)
 	}
 
+	// ISX-241: nothing made through MCP is a coordinator.
+	proxytest.PushClient(t, w.client, created.Name)
+	if text, code := w.tryInside(created.Name, mcpInside+"tools"); code == 0 || !strings.Contains(text, "Forbidden") {
+		t.Errorf("an instance made by create_instance reached isx mcp: exit %d\n%s", code, text)
+	}
+
 	// A copy of the coordinator has no grant.
 	if err := w.client.StopInstance(ctx, "coord", incus.StopOptions{Force: true}); err != nil {
 		t.Fatal(err)
@@ -227,6 +233,24 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"instance": created.Name, "command": "true"})
 	if text := w.inside("coord", mcpInside+"call exec '"+string(raw)+"'"); !strings.Contains(text, "isError=true") {
 		t.Errorf("the new coord ran exec on the old one's instance:\n%s", text)
+	}
+
+	// ISX-239: what it holds of a template no longer approved is released
+	// when it next connects.
+	var unapproved struct {
+		Name string `json:"instance"`
+	}
+	w.callInside("coord", "create_instance", map[string]any{"template": proxyTemplate, "name_hint": "w3", "purpose": "unapproved"}, &unapproved)
+	if err := os.WriteFile(config.MCPPath(w.home), []byte("templates: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.inside("coord", mcpInside+"tools")
+	_, rows = table(w.ok("list").stdout, "NAME")
+	if got := row(rows, unapproved.Name); len(got) != 4 || got[3] != "orphaned" {
+		t.Errorf("after unapproving its template and reconnecting, %s is %v", unapproved.Name, got)
+	}
+	if err := os.WriteFile(config.MCPPath(w.home), []byte("templates: ["+proxyTemplate+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	// ISX-237: withdrawing the grant orphans what the coordinator holds,
