@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func (w *proxyWorld) waitSecret(name, old string) string {
 	return secret
 }
 
-// ISX-212, ISX-213, ISX-214, ISX-215, ISX-216, ISX-217, ISX-218, ISX-219,
+// ISX-212, ISX-213, ISX-214, ISX-215, ISX-216, ISX-217, ISX-218, ISX-219, ISX-232,
 // ISX-220, ISX-226, ISX-227, ISX-228, ISX-230, ISX-231, ISX-234, ISX-235,
 // ISX-236, ISX-237, ISX-238, ISX-239, ISX-240, ISX-241, ISX-242: a coordinator branched with --proxy-only --mcp-client runs the
 // go-sdk client inside, creates an instance and runs exec in it through
@@ -118,6 +119,13 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	// Exactly the tools of a host session.
 	if inside, host := namesLine(listing), w.stdioTools(); !slices.Equal(inside, host) || len(host) == 0 {
 		t.Errorf("the coordinator's tools %v, a host session's %v", inside, host)
+	}
+
+	// ISX-232: the same templates and limits, from the same mcp.yaml.
+	var inside any
+	w.callInside("coord", "list_templates", map[string]any{}, &inside)
+	if host := w.stdioCall("list_templates"); !reflect.DeepEqual(inside, host) {
+		t.Errorf("list_templates differs:\ninside %v\nhost   %v", inside, host)
 	}
 
 	// mcp.isx.internal resolves inside to the coordinator's way to the
@@ -276,8 +284,9 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	}
 }
 
-// stdioCall makes one call in a host stdio session of isx mcp.
-func (w *proxyWorld) stdioCall(tool string) {
+// stdioCall makes one call in a host stdio session of isx mcp and
+// returns its structured result.
+func (w *proxyWorld) stdioCall(tool string) any {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -287,9 +296,14 @@ func (w *proxyWorld) stdioCall(tool string) {
 		w.t.Fatal(err)
 	}
 	defer session.Close()
-	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}}); err != nil || res.IsError {
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+	if err != nil || res.IsError {
 		w.t.Fatalf("%s: %v %+v", tool, err, res)
 	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var out any
+	json.Unmarshal(raw, &out) //nolint:errcheck // just encoded
+	return out
 }
 
 type listedInstance struct {
