@@ -94,7 +94,9 @@ func (w *proxyWorld) waitSecret(name, old string) string {
 // go-sdk client inside, creates an instance and runs exec in it through
 // https://mcp.isx.internal/mcp; a restart keeps what it holds, with
 // nothing to adopt; a second connection ends the first; a copy cannot
-// connect; destroying the coordinator orphans its instances.
+// connect; destroying the coordinator orphans its instances. Every call
+// from inside is a new client process and connection, as a restarted
+// Claude Code is (ISX-233): what the coordinator made stays held by it.
 func TestCoordinatorInAnInstance(t *testing.T) {
 	w := newProxyWorld(t)
 	if err := os.WriteFile(config.MCPPath(w.home), []byte("templates: ["+proxyTemplate+"]\n"), 0o600); err != nil {
