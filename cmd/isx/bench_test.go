@@ -3,15 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 )
 
 // durations collects each timed iteration, for the median.
@@ -164,4 +170,54 @@ func fiftyInstances(b *testing.B) (*incus.Client, *cli) {
 		}
 	}
 	return c, x
+}
+
+// BenchmarkCoordinatorToolCall: one tools/call (list_instances) from
+// inside a coordinator instance, through mcp.isx.internal (the proxy,
+// TLS, the secret and grant checks, the coordinator's host isx mcp over
+// Streamable HTTP), side by side with the same call from a host stdio
+// session of isx mcp. The difference of the medians is the latency the
+// coordinator's path adds. 50 calls on one connection per iteration.
+func BenchmarkCoordinatorToolCall(b *testing.B) {
+	w := newProxyWorld(b)
+	if err := os.WriteFile(config.MCPPath(w.home), []byte("templates: ["+proxyTemplate+"]\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	w.ok("branch", "coord", "--from", proxyTemplate, "--proxy-only", "--mcp-client")
+	proxytest.PushClient(b, w.client, "coord")
+	const calls = 50
+	b.Run("coordinator", func(b *testing.B) {
+		var medians []time.Duration
+		for b.Loop() {
+			out := w.inside("coord", fmt.Sprintf("%s mcp -secret-file %s bench %d list_instances '{}'", proxytest.ClientPath, instance.SecretFile, calls))
+			var n int
+			var median, mean int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(out), "calls=%d median_ns=%d mean_ns=%d", &n, &median, &mean); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+			medians = append(medians, time.Duration(median))
+		}
+		b.ReportMetric(float64(durations(medians).median().Microseconds())/1000, "call-median-ms")
+	})
+	b.Run("host-stdio-baseline", func(b *testing.B) {
+		ctx := benchContext(b)
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "test"}, nil)
+		session, err := c.Connect(ctx, &mcp.CommandTransport{Command: w.command(ctx, "mcp")}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer session.Close()
+		var took durations
+		for b.Loop() {
+			for range calls {
+				began := time.Now()
+				res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "list_instances", Arguments: map[string]any{}})
+				if err != nil || res.IsError {
+					b.Fatalf("list_instances: %v %+v", err, res)
+				}
+				took = append(took, time.Since(began))
+			}
+		}
+		b.ReportMetric(float64(took.median().Microseconds())/1000, "call-median-ms")
+	})
 }

@@ -19,15 +19,17 @@ import (
 
 func newBranchCommand(a *app) *cobra.Command {
 	var (
-		from              string
-		proxyOnly, airgap bool
+		from                         string
+		proxyOnly, airgap, mcpClient bool
 	)
 	cmd := &cobra.Command{
-		Use:   "branch NAME --from TEMPLATE [--proxy-only | --airgap]",
+		Use:   "branch NAME --from TEMPLATE [--proxy-only | --airgap] [--mcp-client]",
 		Short: "Make an instance from a built template and start it",
 		Long: "branch makes instance NAME as a copy of the built template TEMPLATE and starts\n" +
 			"it. By default it has the default profile's network; --proxy-only lets it out\n" +
-			"only through the host proxy, --airgap gives it no network at all.",
+			"only through the host proxy, --airgap gives it no network at all.\n" +
+			"--mcp-client makes it a coordinator: isx mcp is served to it (and to no copy\n" +
+			"of it) at https://mcp.isx.internal/mcp.",
 		Args:              exactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,12 +42,16 @@ func newBranchCommand(a *app) *cobra.Command {
 			case airgap:
 				network = instance.NetworkAirgap
 			}
-			return a.runBranch(cmd.Context(), args[0], from, network)
+			if mcpClient && airgap {
+				return usageError{errors.New("an --airgap instance cannot reach isx mcp, so --mcp-client needs a network (--proxy-only is enough)")}
+			}
+			return a.runBranch(cmd.Context(), args[0], from, network, mcpClient)
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the built template to copy (required)")
 	cmd.Flags().BoolVar(&proxyOnly, "proxy-only", false, "reach the network only through the host proxy")
 	cmd.Flags().BoolVar(&airgap, "airgap", false, "no network at all")
+	cmd.Flags().BoolVar(&mcpClient, "mcp-client", false, "let it call isx mcp at https://mcp.isx.internal/mcp (a coordinator)")
 	if err := cmd.MarkFlagRequired("from"); err != nil {
 		panic(err) // the flag was just defined
 	}
@@ -55,7 +61,7 @@ func newBranchCommand(a *app) *cobra.Command {
 	return cmd
 }
 
-func (a *app) runBranch(ctx context.Context, name, from string, network instance.Network) error {
+func (a *app) runBranch(ctx context.Context, name, from string, network instance.Network, mcpClient bool) error {
 	ws, err := a.open()
 	if err != nil {
 		return err
@@ -76,13 +82,39 @@ func (a *app) runBranch(ctx context.Context, name, from string, network instance
 			return err
 		}
 	}
-	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: ws.owner}); err != nil {
+	// A coordinator is granted before its first start, so that the
+	// start registers isx mcp in it.
+	if err := manager.Branch(ctx, instance.BranchOptions{Name: name, From: from, Network: network, Owner: ws.owner, NoStart: mcpClient}); err != nil {
 		return err
+	}
+	if mcpClient {
+		if err := a.grant(ctx, manager, name); err != nil {
+			return err
+		}
 	}
 	if network != instance.NetworkAirgap {
 		a.admit(ctx, name)
 	}
 	fmt.Fprintf(a.stdout, "Made %s from %s (network: %s) and started it; `isx shell %s` opens a shell in it.\n", name, from, network, name)
+	if mcpClient {
+		fmt.Fprint(a.stdout, a.probeCoordinator(ctx, client, name).report(name))
+	}
+	return nil
+}
+
+// grant makes the new, stopped instance a coordinator and starts it; on
+// failure nothing is left.
+func (a *app) grant(ctx context.Context, manager *instance.Manager, name string) error {
+	err := manager.Grant(ctx, name)
+	if err == nil {
+		err = manager.Client.StartInstance(ctx, name)
+	}
+	if err != nil {
+		if cleanup := manager.Client.DeleteInstance(ctx, name, true); cleanup != nil {
+			return errors.Join(err, cleanup)
+		}
+		return fmt.Errorf("making %s a coordinator failed, and it was removed again: %w", name, err)
+	}
 	return nil
 }
 

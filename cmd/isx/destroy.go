@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/mcpserver"
 )
 
 func newDestroyCommand(a *app) *cobra.Command {
@@ -31,9 +33,16 @@ func newDestroyCommand(a *app) *cobra.Command {
 			manager := &instance.Manager{Client: ws.client, Clock: a.clock}
 			var errs []error
 			for _, name := range args {
+				// A coordinator's instances become orphans with it.
+				session := coordinatorSession(cmd.Context(), ws.client, name)
 				if err := a.destroy(cmd.Context(), manager, name, opts); err != nil {
 					errs = append(errs, err)
 					continue
+				}
+				if session != "" {
+					if err := mcpserver.ReleaseSession(cmd.Context(), ws.client, a.clock, ws.owner, session); err != nil {
+						errs = append(errs, fmt.Errorf("%s is destroyed, but its instances could not be stamped orphaned (the next isx mcp sweep does it): %w", name, err))
+					}
 				}
 				fmt.Fprintf(a.stdout, "Destroyed %s\n", name)
 			}
@@ -68,4 +77,13 @@ func (a *app) destroy(ctx context.Context, manager *instance.Manager, name strin
 func (a *app) canAsk() bool {
 	f, ok := a.stdin.(*os.File)
 	return ok && isTerminal(f)
+}
+
+// coordinatorSession is the session of a coordinator instance, or "".
+func coordinatorSession(ctx context.Context, client *incus.Client, name string) string {
+	inst, _, err := client.GetInstance(ctx, name)
+	if err != nil || !instance.Coordinator(inst) {
+		return ""
+	}
+	return instance.CoordinatorSession(inst)
 }

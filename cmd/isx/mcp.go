@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +19,8 @@ import (
 )
 
 func newMCPCommand(a *app) *cobra.Command {
-	return &cobra.Command{
+	var coordinator, listen string
+	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve isx to an agent on this host over MCP (stdio)",
 		Long: "mcp serves the Model Context Protocol on stdin and stdout, so that an agent\n" +
@@ -25,27 +30,84 @@ func newMCPCommand(a *app) *cobra.Command {
 			"(isx init offers to). Every call is logged to ~/.local/state/incus-spawn/mcp.log.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if coordinator != "" || listen != "" {
+				if coordinator == "" || listen == "" {
+					return usageError{errors.New("--coordinator and --listen go together")}
+				}
+				return a.runMCPCoordinator(cmd, coordinator, listen)
+			}
 			return a.runMCP(cmd)
 		},
 	}
+	// The host proxy runs isx mcp this way for a coordinator instance,
+	// whose requests it has checked; nobody else needs these.
+	cmd.Flags().StringVar(&coordinator, "coordinator", "", "serve the coordinator instance NAME (the host proxy's use)")
+	cmd.Flags().StringVar(&listen, "listen", "", "serve Streamable HTTP on this unix socket (with --coordinator)")
+	cmd.Flags().MarkHidden("coordinator") //nolint:errcheck // defined above
+	cmd.Flags().MarkHidden("listen")      //nolint:errcheck // defined above
+	return cmd
 }
 
 func (a *app) runMCP(cmd *cobra.Command) error {
-	ws, err := a.open()
-	if err != nil {
-		return err
-	}
-	home, cfg := ws.home, ws.cfg
 	session, err := mcpserver.StdioSession()
 	if err != nil {
 		return err
 	}
+	server, closeLog, err := a.mcpServer(cmd, session, false)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	return server.Run(cmd.Context(), a.stdin, a.stdout)
+}
+
+// runMCPCoordinator serves one coordinator instance on a unix socket
+// only the user can reach; its session is the instance.
+func (a *app) runMCPCoordinator(cmd *cobra.Command, name, socket string) error {
+	client, err := a.incus()
+	if err != nil {
+		return err
+	}
+	session, err := mcpserver.CoordinatorSession(cmd.Context(), client, name)
+	if err != nil {
+		return err
+	}
+	server, closeLog, err := a.mcpServer(cmd, session, true)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	os.Remove(socket)
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", socket, err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		l.Close()
+		return fmt.Errorf("making %s private: %w", socket, err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return server.ServeHTTP(ctx, l)
+}
+
+// mcpServer makes the isx mcp server of a session.
+func (a *app) mcpServer(_ *cobra.Command, session string, coordinator bool) (*mcpserver.Server, func(), error) {
+	ws, err := a.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	home, cfg := ws.home, ws.cfg
 	wd, err := os.Getwd()
 	if err != nil {
-		return fmt.Errorf("finding the working directory: %w", err)
+		return nil, nil, fmt.Errorf("finding the working directory: %w", err)
+	}
+	if coordinator {
+		// Project-local definitions are found from the host working
+		// directory; a coordinator has none, so it sees none.
+		wd = ""
 	}
 	log := audit.Open(filepath.Join(config.StateDir(home), audit.FileName), audit.Options{})
-	defer log.Close()
 	server, err := mcpserver.New(mcpserver.Options{
 		Home:   home,
 		Client: ws.client,
@@ -63,9 +125,11 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 		Stderr:       a.stderr,
 		Proxy:        mcpProxy{a},
 		SweepAtStart: true,
+		Coordinator:  coordinator,
 	})
 	if err != nil {
-		return err
+		log.Close()
+		return nil, nil, err
 	}
-	return server.Run(cmd.Context(), a.stdin, a.stdout)
+	return server, func() { log.Close() }, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -205,16 +206,21 @@ func (a *app) proxyServe(ctx context.Context) error {
 		return err
 	}
 	home, cfg := ws.home, ws.cfg
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the isx program: %w", err)
+	}
 	logFile, err := proxy.OpenLog(home)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 	server, err := proxy.New(proxy.Options{
-		Home:      home,
-		Client:    ws.client,
-		Owner:     ws.owner,
-		Upstreams: cfg.Upstreams,
+		Home:       home,
+		Client:     ws.client,
+		Owner:      ws.owner,
+		Upstreams:  cfg.Upstreams,
+		HostRoutes: cfg.HostRoutes,
 		// Only trusted definitions: a project-local one never names the
 		// accounts an instance gets.
 		Templates: func() (*template.Set, error) {
@@ -223,6 +229,13 @@ func (a *app) proxyServe(ctx context.Context) error {
 		Clock:   a.clock,
 		Log:     slog.New(slog.NewTextHandler(logFile, nil)),
 		Version: build.Version,
+		// A coordinator's isx mcp is this very program, as the user.
+		Coordinator: func(name, socket string) *exec.Cmd {
+			cmd := exec.Command(self, "mcp", "--coordinator", name, "--listen", socket)
+			cmd.Stdout, cmd.Stderr = logFile, logFile
+			cmd.Dir = "/"
+			return cmd
+		},
 	})
 	if err != nil {
 		return err

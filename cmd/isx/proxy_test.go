@@ -30,7 +30,7 @@ type proxyWorld struct {
 	apiKey    string
 }
 
-func newProxyWorld(t *testing.T) *proxyWorld {
+func newProxyWorld(t testing.TB) *proxyWorld {
 	t.Helper()
 	c := incustest.Project(t)
 	incustest.EnsureImages(t, incustest.BusyBox)

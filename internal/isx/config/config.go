@@ -30,8 +30,9 @@ type Config struct {
 	// absolute, or starting with ~/ (see TemplateDirs).
 	TemplatePaths   []string
 	DefaultTemplate string
-	// HostRoutes are config.yaml's host-routes, in file order. Their
-	// contents are checked later, by the proxy that serves them.
+	// HostRoutes are config.yaml's host-routes, in file order, each
+	// checked whole: a wrong one keeps its error in Err, and the proxy
+	// skips it with a warning.
 	HostRoutes []HostRoute
 	// Upstreams are the proxy: section's upstreams, by the host name an
 	// instance addresses: where the host proxy really sends that host's
@@ -48,8 +49,9 @@ type HostRoute struct {
 	Target    string
 	Templates []string
 	Line      int
-	// Err says what is wrong with the entry's shape (an unknown key, a
-	// list where text belongs). Seed 001 has a wrong entry skipped with a
+	// Err says what is wrong with the entry (an unknown key, a list where
+	// text belongs, a name not ending in .internal, a target off the
+	// loopback, no templates). Seed 001 has a wrong entry skipped with a
 	// warning rather than failing config.yaml, so the error stays here.
 	Err error
 }
@@ -200,6 +202,9 @@ func (r *nodeReader) hostRoutes(n *yaml.Node, key string) ([]HostRoute, error) {
 		})
 		if route.Err == nil && v.Kind != yaml.MappingNode {
 			route.Err = invalidf(r.File, v.Line, field, "has no settings; give target: and templates:")
+		}
+		if route.Err == nil {
+			route.Err = r.checkRoute(route, key)
 		}
 		routes = append(routes, route)
 		return nil

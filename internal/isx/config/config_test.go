@@ -302,3 +302,69 @@ func TestSaveWritesThroughSymlink(t *testing.T) {
 		t.Fatalf("project %q", c.Project)
 	}
 }
+
+// ISX-245, ISX-246, ISX-247, ISX-248: a route whose name does not end in
+// .internal, whose target is off this host's loopback, or whose
+// templates: is missing or empty is kept with an error naming the
+// setting at fault, so the proxy can skip it with that warning; the
+// good entries around it stay usable (ISX-249).
+func TestHostRouteContentsChecked(t *testing.T) {
+	home := t.TempDir()
+	path := writeConfig(t, home, `host-routes:
+  work.isx.internal:
+    target: 127.0.0.1:7070
+    templates: [tpl-isx-agent]
+  work.example:
+    target: 127.0.0.1:7070
+    templates: [tpl-a]
+  far.internal:
+    target: 10.0.0.5:7070
+    templates: [tpl-a]
+  none.internal:
+    target: 127.0.0.1:7070
+  empty.internal:
+    target: 127.0.0.1:7070
+    templates: []
+  url.internal:
+    target: http://127.0.0.1:7070
+    templates: [tpl-a]
+  noport.internal:
+    target: localhost
+    templates: [tpl-a]
+  mcp.isx.internal:
+    target: 127.0.0.1:7070
+    templates: [tpl-a]
+  badtpl.internal:
+    target: "[::1]:7070"
+    templates: [Not A Name]
+  six.internal:
+    target: "[::1]:7071"
+    templates: [tpl-a]
+`)
+	c := mustLoad(t, home)
+	good := map[string]bool{"work.isx.internal": true, "six.internal": true}
+	want := map[string]string{
+		"work.example":     ":5: host-routes.work.example: \"work.example\" is not a route name",
+		"far.internal":     ":8: host-routes.far.internal.target: \"10.0.0.5:7070\" is not on this host's loopback",
+		"none.internal":    ":11: host-routes.none.internal.templates: is required",
+		"empty.internal":   ":13: host-routes.empty.internal.templates: is required",
+		"url.internal":     ":16: host-routes.url.internal.target: \"http://127.0.0.1:7070\" is not host:port",
+		"noport.internal":  ":19: host-routes.noport.internal.target: \"localhost\" is not host:port",
+		"mcp.isx.internal": ":22: host-routes.mcp.isx.internal: mcp.isx.internal is where coordinator instances reach isx mcp",
+		"badtpl.internal":  ":25: host-routes.badtpl.internal.templates: ",
+	}
+	if len(c.HostRoutes) != len(good)+len(want) {
+		t.Fatalf("routes %+v", c.HostRoutes)
+	}
+	for _, r := range c.HostRoutes {
+		if good[r.Name] {
+			if r.Err != nil {
+				t.Errorf("%s: %v", r.Name, r.Err)
+			}
+			continue
+		}
+		if coded.CodeOf(r.Err) != CodeInvalid || !strings.HasPrefix(r.Err.Error(), path+want[r.Name]) {
+			t.Errorf("%s: %v, want %s%s", r.Name, r.Err, path, want[r.Name])
+		}
+	}
+}

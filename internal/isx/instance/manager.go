@@ -124,6 +124,8 @@ func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.
 		tpl = source.Name
 	}
 	config := ClearMCP(source.Config)
+	// No coordinator makes another: a copy never keeps the grant.
+	delete(config, KeyCoordinator)
 	maps.Copy(config, opts.Config)
 	maps.Copy(config, map[string]string{
 		KeyType:     TypeInstance,
@@ -147,7 +149,7 @@ func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.
 }
 
 // ownStamps are the keys Branch decides.
-var ownStamps = map[string]bool{KeyType: true, KeyTemplate: true, KeyOwner: true, KeyCreated: true, KeyNetwork: true}
+var ownStamps = map[string]bool{KeyType: true, KeyTemplate: true, KeyOwner: true, KeyCreated: true, KeyNetwork: true, KeyCoordinator: true}
 
 // source reads what a branch copies and checks isx made it.
 func (m *Manager) source(ctx context.Context, name string) (*incus.Instance, error) {

@@ -48,6 +48,10 @@ func networkDevices(mode Network, proxyDir, project, name string, inherited map[
 		}
 	}
 	_, hasProxy := inherited[ProxyDevice]
+	// A copy of a coordinator never keeps its way to isx mcp.
+	if _, ok := inherited[CoordinatorDevice]; ok {
+		devices[CoordinatorDevice] = map[string]string{"type": "none"}
+	}
 	switch {
 	case mode != NetworkAirgap && proxyDir != "":
 		extra, err := proxyDevices(proxyDir, project, name)

@@ -257,10 +257,36 @@ func userInstances(ctx context.Context, c *incus.Client, owner string) ([]mcpVie
 // noticeOrphans stamps instances whose holder died as orphaned, so their
 // grace period starts when the death was first noticed.
 func (st stamper) noticeOrphans(ctx context.Context, views []mcpView) error {
+	gone := st.goneCoordinators(ctx, views)
 	return st.stampOrphans(ctx, slices.DeleteFunc(slices.Clone(views), func(v mcpView) bool {
 		m := v.stamps.MCP
-		return m.Orphaned != "" || m.Session == "" || SessionAlive(m.Session)
+		return m.Orphaned != "" || m.Session == "" || (SessionAlive(m.Session) && !gone[m.Session])
 	}))
+}
+
+// goneCoordinators are the coordinator sessions holding one of views
+// whose instance is gone, is another one of the same name, or no longer
+// holds the grant: their instances are orphans.
+func (st stamper) goneCoordinators(ctx context.Context, views []mcpView) map[string]bool {
+	gone := map[string]bool{}
+	seen := map[string]bool{}
+	for _, v := range views {
+		session := v.stamps.MCP.Session
+		rest, ok := strings.CutPrefix(session, instance.CoordinatorSessionPrefix)
+		if !ok || v.stamps.MCP.Orphaned != "" || seen[session] {
+			continue
+		}
+		seen[session] = true
+		name, _, _ := strings.Cut(rest, "@")
+		inst, _, err := st.client.GetInstance(ctx, name)
+		switch {
+		case errors.Is(err, incus.ErrNotFound):
+			gone[session] = true
+		case err == nil && (!instance.Coordinator(inst) || instance.CoordinatorSession(inst) != session):
+			gone[session] = true
+		}
+	}
+	return gone
 }
 
 // releaseAll stamps every instance this session holds as orphaned: what a

@@ -81,6 +81,10 @@ type Options struct {
 	// SweepAtStart runs the orphan sweep with the real clock once the
 	// server has started serving.
 	SweepAtStart bool
+	// Coordinator: the session is a coordinator instance's
+	// (CoordinatorSession), served with ServeHTTP; it outlives every
+	// connection and the process, so ending either releases nothing.
+	Coordinator bool
 }
 
 // Server is one isx mcp session.
@@ -134,6 +138,9 @@ func New(opts Options) (*Server, error) {
 		},
 		SupportedProtocolVersions: ProtocolVersions,
 		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			if s.opts.Coordinator {
+				s.connected(req.Session)
+			}
 			s.notifier.initialized(req.Session)
 		},
 	})
@@ -145,6 +152,7 @@ func New(opts Options) (*Server, error) {
 	s.addDelegateTools()
 	s.addDiffTools()
 	s.addActivityTools()
+	s.addPrompts()
 	return s, nil
 }
 
@@ -180,8 +188,10 @@ func (s *Server) Close() {
 		s.notifier.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.releaseAll(ctx); err != nil {
-			s.warnf("could not stamp this session's instances as orphaned: %v", err)
+		if !s.opts.Coordinator {
+			if err := s.releaseAll(ctx); err != nil {
+				s.warnf("could not stamp this session's instances as orphaned: %v", err)
+			}
 		}
 		s.work.Wait()
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -69,6 +70,17 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 		return nil, err
 	}
 	sw := &sweeper{opts: opts, report: &SweepReport{Left: map[string]string{}}}
+	// A coordinator that is gone, or lost its grant, leaves orphans
+	// behind although its session id never dies on its own.
+	if gone := sw.stamper().goneCoordinators(ctx, views); len(gone) > 0 {
+		orphans := slices.DeleteFunc(slices.Clone(views), func(v mcpView) bool { return !gone[v.stamps.MCP.Session] })
+		if err := sw.stamper().stampOrphans(ctx, orphans); err != nil {
+			return nil, err
+		}
+		if views, err = userInstances(ctx, opts.Client, opts.Owner); err != nil {
+			return nil, err
+		}
+	}
 	var errs []error
 	for _, v := range views {
 		if err := sw.one(ctx, v); err != nil {

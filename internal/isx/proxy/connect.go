@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 // connect answers CONNECT: for a host the proxy injects credentials into
@@ -18,9 +21,23 @@ import (
 // the requests inside as its own; for any other host it opens a tunnel,
 // counted as one request in flight for as long as it is open.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, e *entry) {
+	if isCoordinatorHost(r.Host) {
+		s.intercept(w, e, instance.CoordinatorHost, func(w http.ResponseWriter, r *http.Request) {
+			s.serveCoordinator(w, r, e)
+		})
+		return
+	}
+	if route := s.routeFor(r.Host); route != nil {
+		s.intercept(w, e, route.Name, func(w http.ResponseWriter, r *http.Request) {
+			s.serveRoute(w, r, e, route)
+		})
+		return
+	}
 	t := s.targetFor("https", r.Host)
 	if t.kind != "" {
-		s.intercept(w, e, t)
+		s.intercept(w, e, t.host, func(w http.ResponseWriter, r *http.Request) {
+			s.forward(w, r, e, t, r.URL.Path)
+		})
 		return
 	}
 	s.tunnel(w, r, e, t)
@@ -110,10 +127,11 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// intercept terminates the instance's TLS to an injected host and serves
-// the requests inside as if they came as plain ones; the CONNECT proved
-// the instance, so they need no secret.
-func (s *Server) intercept(w http.ResponseWriter, e *entry, t target) {
+// intercept terminates the instance's TLS to a host the proxy answers for
+// (an injected host, a host route) and serves the requests inside with
+// serve; the CONNECT proved the instance, so an injected host's requests
+// need no secret of their own.
+func (s *Server) intercept(w http.ResponseWriter, e *entry, host string, serve http.HandlerFunc) {
 	client, buffered, err := hijack(w)
 	if err != nil {
 		s.opts.Log.Info("a connection could not be taken over", "instance", e.name, "error", err)
@@ -121,7 +139,7 @@ func (s *Server) intercept(w http.ResponseWriter, e *entry, t target) {
 	}
 	defer s.track(client)()
 	conn := tls.Server(&bufferedConn{Conn: client, r: buffered}, &tls.Config{
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.ca.leaf(t.host) },
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.ca.leaf(host) },
 		NextProtos:     []string{"http/1.1"},
 		MinVersion:     tls.VersionTLS12,
 	})
@@ -129,14 +147,12 @@ func (s *Server) intercept(w http.ResponseWriter, e *entry, t target) {
 	err = conn.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
-		s.opts.Log.Info("TLS with the instance failed (does it trust the proxy's CA?)", "instance", e.name, "host", t.host, "error", err)
+		s.opts.Log.Info("TLS with the instance failed (does it trust the proxy's CA?)", "instance", e.name, "host", host, "error", err)
 		conn.Close()
 		return
 	}
 	inner := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.forward(w, r, e, t, r.URL.Path)
-		}),
+		Handler:           serve,
 		ReadHeaderTimeout: time.Minute,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
@@ -193,4 +209,9 @@ func (c *closeNotifyConn) Close() error {
 	err := c.Conn.Close()
 	c.l.Close()
 	return err
+}
+
+// isCoordinatorHost reports whether a CONNECT is for mcp.isx.internal:443.
+func isCoordinatorHost(hostport string) bool {
+	return strings.EqualFold(hostport, instance.CoordinatorHost+":443") || strings.EqualFold(hostport, instance.CoordinatorHost)
 }

@@ -47,7 +47,7 @@ var accountTemplates = map[string]string{
 // world is one test's: a throwaway Incus project with built templates, a
 // home with accounts.yaml, a fake Anthropic API, and a proxy.
 type world struct {
-	t         *testing.T
+	t         testing.TB
 	client    *incus.Client
 	home      string
 	set       *template.Set
@@ -60,7 +60,7 @@ type world struct {
 	done      chan error
 }
 
-func newWorld(t *testing.T, templates ...string) *world {
+func newWorld(t testing.TB, templates ...string) *world {
 	t.Helper()
 	c := incustest.Project(t)
 	w := &world{t: t, client: c, home: shortHome(t), apiKey: "sk-ant-api03-" + randomHex(t, 24), token: "ghp_" + randomHex(t, 18), logs: &syncBuffer{}}
@@ -79,7 +79,7 @@ func newWorld(t *testing.T, templates ...string) *world {
 }
 
 // shortHome is a home directory whose socket paths fit a socket address.
-func shortHome(t *testing.T) string {
+func shortHome(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "isxp-")
 	if err != nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -29,6 +30,8 @@ type entry struct {
 	// projectLocal: built from a project-local definition.
 	projectLocal bool
 	counters     *counters
+	// coordinator: the grant was seen for this start.
+	coordinator atomic.Bool
 }
 
 // incarnation tells one start of an instance from another: Incus sets
@@ -106,8 +109,24 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	if err := instance.Prepare(ctx, s.opts.Client, name, prep); err != nil {
 		return Unknown(name), err
 	}
+	if fresh {
+		// Every start puts isx mcp in a coordinator's Claude Code, and
+		// takes it out of a copy of one.
+		coordinator := instance.Coordinator(inst)
+		if _, err := instance.Register(ctx, s.opts.Client, name, coordinator); err != nil {
+			s.logProblem(name, "cannot update the Claude Code registration of isx mcp", err)
+		}
+		if err := instance.SetHosts(ctx, s.opts.Client, name, coordinator); err != nil {
+			s.logProblem(name, "cannot name mcp.isx.internal in the instance's /etc/hosts", err)
+		}
+	}
 	if err := s.listen(name); err != nil {
 		return Unknown(name), err
+	}
+	if instance.ConnectsDirect(inst.ExpandedDevices, s.directSocketOf(name)) {
+		if err := s.listenDirect(name); err != nil {
+			return Unknown(name), err
+		}
 	}
 	stamps := instance.ParseStamps(inst.Config)
 	e := &entry{
@@ -192,12 +211,18 @@ func (s *Server) listen(name string) error {
 // forget drops a deleted (or renamed) instance: its socket, its secret
 // and its counts.
 func (s *Server) forget(name string) {
+	s.stopBackend(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.listeners[name]; ok {
 		l.Close()
 		delete(s.listeners, name)
 		os.Remove(s.socketOf(name))
+	}
+	if l, ok := s.listeners[name+directSuffix]; ok {
+		l.Close()
+		delete(s.listeners, name+directSuffix)
+		os.Remove(s.directSocketOf(name))
 	}
 	delete(s.entries, name)
 	defer s.changed.ring()
@@ -338,6 +363,9 @@ type linkKey struct{}
 
 // linkContext puts the name of the connection's instance in its context.
 func linkContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
 	if n, ok := c.(*namedConn); ok {
 		return context.WithValue(ctx, linkKey{}, n.name)
 	}

@@ -104,6 +104,10 @@ func (s *Server) serveInstance(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodConnect:
 		s.connect(w, r, e)
 	case r.URL.IsAbs():
+		if s.routeFor(r.URL.Hostname()) != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "the isx host proxy serves "+r.URL.Hostname()+" at https:// only")
+			return
+		}
 		if r.URL.Scheme != "http" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "the isx host proxy forwards http:// URLs; for https:// use CONNECT (HTTPS_PROXY)")
 			return

@@ -55,6 +55,12 @@ type Options struct {
 	Owner string
 	// Upstreams are config.yaml's proxy: upstreams.
 	Upstreams map[string]config.Upstream
+	// HostRoutes are config.yaml's host-routes; a wrong one is skipped
+	// with a warning in the log.
+	HostRoutes []config.HostRoute
+	// Coordinator starts the host isx mcp of a coordinator instance; nil
+	// serves none.
+	Coordinator CoordinatorCommand
 	// Templates loads the trusted template definitions (never a
 	// project-local one), for the accounts each template names.
 	Templates func() (*template.Set, error)
@@ -81,6 +87,14 @@ type Server struct {
 	ca        *authority
 	transport *transports
 	forwarder http.Handler
+	// routes are the usable host routes, by name; owner is whom their
+	// secrets' paths must belong to.
+	routes         map[string]*hostRoute
+	routeTransport *http.Transport
+	owner          fileOwner
+
+	backendMu sync.Mutex
+	backends  map[string]*backend
 
 	startedAt time.Time
 
@@ -95,10 +109,12 @@ type Server struct {
 	accountsSeen os.FileInfo
 
 	instanceHTTP *http.Server
-	hijacked     sync.Map // net.Conn → struct{}: tunnels, closed at shutdown
-	work         sync.WaitGroup
-	stop         context.CancelFunc
-	stopOnce     sync.Once
+	// directHTTP serves coordinators' TLS sockets.
+	directHTTP *http.Server
+	hijacked   sync.Map // net.Conn → struct{}: tunnels, closed at shutdown
+	work       sync.WaitGroup
+	stop       context.CancelFunc
+	stopOnce   sync.Once
 }
 
 // New checks what the proxy needs before it serves: its directory,
@@ -151,12 +167,23 @@ func New(opts Options) (*Server, error) {
 	seen, _ := os.Stat(config.AccountsPath(opts.Home))
 	s := &Server{
 		opts: opts, dir: dir, ca: ca, accounts: accounts, accountsSeen: seen,
-		entries: map[string]*entry{}, changed: newBell(), listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
+		backends: map[string]*backend{}, changed: newBell(),
+		entries: map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
 	}
 	s.transport = newTransports(opts.Log)
 	s.forwarder = s.newForwarder()
+	s.owner = currentOwner()
+	s.loadRoutes(opts.HostRoutes)
 	s.instanceHTTP = &http.Server{
 		Handler:           http.HandlerFunc(s.serveInstance),
+		ConnContext:       linkContext,
+		ReadHeaderTimeout: time.Minute,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
+	}
+	s.directHTTP = &http.Server{
+		Handler:           http.HandlerFunc(s.serveDirect),
 		ConnContext:       linkContext,
 		ReadHeaderTimeout: time.Minute,
 		IdleTimeout:       5 * time.Minute,
@@ -340,12 +367,15 @@ func (s *Server) shutdown(control *http.Server) {
 	}
 	s.mu.Unlock()
 	s.instanceHTTP.Close()
+	s.directHTTP.Close()
+	s.stopBackends()
 	s.hijacked.Range(func(c, _ any) bool {
 		c.(net.Conn).Close()
 		return true
 	})
 	s.work.Wait()
 	s.transport.close()
+	s.routeTransport.CloseIdleConnections()
 	os.Remove(filepath.Join(s.dir, ControlSocket))
 	os.Remove(filepath.Join(s.dir, pidFile))
 }

@@ -26,6 +26,11 @@ type Script struct {
 	// Hold, when it says so for a prompt, keeps the call open with no
 	// answer until its client goes away: an agent waiting on its model.
 	Hold func(prompt string) bool
+	// Tool, when set, decides every turn instead of Command: it sees the
+	// prompt, the texts of the tool results since it (oldest first) and
+	// the tools on offer, and names a tool to call with its input, or ""
+	// to end with the report. An MCP client's tools are driven this way.
+	Tool func(prompt string, results []string, offered []string) (string, map[string]any)
 }
 
 // Call is one model call a fake received.
@@ -197,6 +202,60 @@ type turn struct {
 	command string
 	tool    string
 	id      string
+	// input is a scripted tool's input (Script.Tool); a shell call's is
+	// its command.
+	input map[string]any
+}
+
+// toolInput is what the turn's tool call sends.
+func (t turn) toolInput() map[string]any {
+	if t.input != nil {
+		return t.input
+	}
+	return map[string]any{"command": t.command, "description": "run the scripted command"}
+}
+
+// calls reports whether the turn calls a tool.
+func (t turn) calls() bool { return t.command != "" || t.input != nil }
+
+// toolResults are the texts of the tool results after the conversation's
+// latest prompt, oldest first.
+func toolResults(req messagesRequest) []string {
+	var out []string
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var texts []string
+		prompt := false
+		for _, b := range blocks(m.Content) {
+			switch b.Type {
+			case "tool_result":
+				texts = append(texts, resultText(b.Content))
+			case "text":
+				if !strings.HasPrefix(b.Text, "<system-reminder>") {
+					prompt = true
+				}
+			}
+		}
+		if prompt && len(texts) == 0 {
+			break
+		}
+		out = append(texts, out...)
+	}
+	return out
+}
+
+// resultText is a tool result's content as text.
+func resultText(raw json.RawMessage) string {
+	var parts []string
+	for _, b := range blocks(raw) {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }
 
 // decide answers the conversation: a tool result in the last message
@@ -209,6 +268,12 @@ func (a *Anthropic) decide(req messagesRequest, tools []string) turn {
 		if t == "Bash" || t == "bash" {
 			shell = t
 		}
+	}
+	if a.Script.Tool != nil {
+		if name, input := a.Script.Tool(prompt, toolResults(req), tools); name != "" {
+			return turn{tool: name, input: input, id: fmt.Sprintf("toolu_fake%d", len(a.Calls()))}
+		}
+		return turn{text: a.Script.Report(prompt)}
 	}
 	switch {
 	case afterTool:
@@ -260,8 +325,8 @@ func (a *Anthropic) usage(output int64) map[string]any {
 
 func (a *Anthropic) message(model string, t turn) map[string]any {
 	content, stop := []any{map[string]any{"type": "text", "text": t.text}}, "end_turn"
-	if t.command != "" {
-		content = []any{map[string]any{"type": "tool_use", "id": t.id, "name": t.tool, "input": map[string]any{"command": t.command, "description": "run the scripted command"}}}
+	if t.calls() {
+		content = []any{map[string]any{"type": "tool_use", "id": t.id, "name": t.tool, "input": t.toolInput()}}
 		stop = "tool_use"
 	}
 	return map[string]any{"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
@@ -283,10 +348,10 @@ func (a *Anthropic) stream(w http.ResponseWriter, model string, t turn) {
 	send("message_start", map[string]any{"message": map[string]any{"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": a.usage(1)}})
 	stop := "end_turn"
-	if t.command != "" {
+	if t.calls() {
 		stop = "tool_use"
 		send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": t.id, "name": t.tool, "input": map[string]any{}}})
-		input, _ := json.Marshal(map[string]any{"command": t.command, "description": "run the scripted command"})
+		input, _ := json.Marshal(t.toolInput())
 		send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 	} else {
 		send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})

@@ -5,7 +5,10 @@
 //
 //	instanceclient messages -url URL [-key KEY | -key-file FILE] [-stream]
 //	instanceclient get -url URL
-//	instanceclient ws -url URL -until FILE
+//	instanceclient ws -url URL -until FILE [-secret-file FILE]
+//	instanceclient mcp [-url URL] [-secret-file FILE] tools|call TOOL JSON|two
+//	instanceclient load -url URL -n N -c C [-secret-file FILE]
+//	instanceclient request -url URL [-method M] [-secret-file FILE] [-header 'K: V']... [-body B]
 package main
 
 import (
@@ -39,6 +42,12 @@ func main() {
 		err = get(os.Args[2:])
 	case "ws":
 		err = ws(os.Args[2:])
+	case "request":
+		err = request(os.Args[2:])
+	case "mcp":
+		err = mcpCommand(os.Args[2:])
+	case "load":
+		err = load(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -114,11 +123,23 @@ func ws(args []string) error {
 	flags := flag.NewFlagSet("ws", flag.ExitOnError)
 	target := flags.String("url", "", "the WebSocket")
 	until := flags.String("until", "", "hold the WebSocket open until this file exists")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
 	flags.Parse(args) //nolint:errcheck // ExitOnError
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, *target, &websocket.DialOptions{HTTPClient: http.DefaultClient})
+	header := http.Header{}
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		header.Set("X-Isx-Instance-Secret", strings.TrimSpace(string(data)))
+	}
+	c, resp, err := websocket.Dial(ctx, *target, &websocket.DialOptions{HTTPClient: http.DefaultClient, HTTPHeader: header})
 	if err != nil {
+		if resp != nil {
+			fmt.Printf("status=%d\n", resp.StatusCode)
+		}
 		return err
 	}
 	defer c.CloseNow()
@@ -142,5 +163,118 @@ func ws(args []string) error {
 		return err
 	}
 	fmt.Println("closed")
+	return nil
+}
+
+// headerFlags are repeated -header flags.
+type headerFlags []string
+
+func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
+func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+
+// request sends one request and prints its status, its headers (one
+// "header Name: value" line each) and its body after "body=".
+func request(args []string) error {
+	flags := flag.NewFlagSet("request", flag.ExitOnError)
+	target := flags.String("url", "", "where to send it")
+	method := flags.String("method", http.MethodGet, "the method")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
+	body := flags.String("body", "", "the request body")
+	var headers headerFlags
+	flags.Var(&headers, "header", "a header to send, 'Name: value' (repeatable)")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	req, err := http.NewRequest(*method, *target, strings.NewReader(*body))
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("X-Isx-Instance-Secret", strings.TrimSpace(string(data)))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	fmt.Printf("status=%d\n", resp.StatusCode)
+	for name, values := range resp.Header {
+		for _, v := range values {
+			fmt.Printf("header %s: %s\n", name, v)
+		}
+	}
+	fmt.Printf("body=%s\n", data)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+// load sends n GET requests, c at a time, and prints how many per second
+// were answered 200.
+func load(args []string) error {
+	flags := flag.NewFlagSet("load", flag.ExitOnError)
+	target := flags.String("url", "", "where to send them")
+	n := flags.Int("n", 1000, "how many requests")
+	c := flags.Int("c", 8, "how many at a time")
+	secretFile := flags.String("secret-file", "", "send this file's content as X-Isx-Instance-Secret")
+	flags.Parse(args) //nolint:errcheck // ExitOnError
+	secret := ""
+	if *secretFile != "" {
+		data, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		secret = strings.TrimSpace(string(data))
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = *c
+	client := &http.Client{Transport: transport}
+	jobs := make(chan struct{}, *n)
+	for range *n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	errs := make(chan error, *c)
+	began := time.Now()
+	for range *c {
+		go func() {
+			for range jobs {
+				req, _ := http.NewRequest(http.MethodGet, *target, nil)
+				if secret != "" {
+					req.Header.Set("X-Isx-Instance-Secret", secret)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body) //nolint:errcheck // counted by status
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("status %s", resp.Status)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range *c {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	took := time.Since(began)
+	fmt.Printf("requests=%d seconds=%.3f rps=%.0f\n", *n, took.Seconds(), float64(*n)/took.Seconds())
 	return nil
 }

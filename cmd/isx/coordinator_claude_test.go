@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/delegate/delegatetest"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/isx/instance"
+)
+
+var madeInstance = regexp.MustCompile(`mcp-[a-z0-9-]+`)
+
+// ISX-221, ISX-222, ISX-224, ISX-225, ISX-230: in a coordinator of a
+// template with Claude Code, every start registers isx (claude mcp list
+// shows it, connected, through the headersHelper that reads the current
+// secret), and the real Claude Code, driven by a fake model over the
+// proxy, creates an instance and runs exec in it through
+// mcp.isx.internal; a copy loses the registration at its first start.
+func TestCoordinatorClaudeCode(t *testing.T) {
+	c := incustest.Project(t)
+	x := newCLI(t, c)
+	x.env = append(x.env, build.NPMCacheEnv+"="+buildtest.NPMCache())
+	tpl := buildtest.DebianChild
+	fake, err := delegatetest.StartAnthropic(delegatetest.Script{
+		Tool: func(_ string, results, offered []string) (string, map[string]any) {
+			switch len(results) {
+			case 0:
+				if slices.Contains(offered, "mcp__isx__create_instance") {
+					return "mcp__isx__create_instance", map[string]any{"template": tpl, "name_hint": "cc", "purpose": "made by Claude Code in a coordinator"}
+				}
+			case 1:
+				if name := madeInstance.FindString(results[0]); name != "" {
+					return "mcp__isx__exec", map[string]any{"instance": name, "command": "echo claude-was-here-$(id -un)"}
+				}
+			}
+			return "", nil
+		},
+		Report: func(string) string { return "Done." },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	cfg, err := config.Load(x.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cfg.Path, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "proxy:\n  upstreams:\n    api.anthropic.com: %s\n", fake.URL)
+	f.Close()
+	if err := os.WriteFile(config.AccountsPath(x.home), []byte("claude:\n  default: {api-key: sk-ant-api03-coordinator}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config.MCPPath(x.home), []byte("templates: ["+tpl+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x.ok("build", tpl)
+	w := &proxyWorld{cli: x, client: c}
+
+	out := x.ok("branch", "coordc", "--from", tpl, "--proxy-only", "--mcp-client").stdout
+	if !strings.Contains(out, "Claude Code in coordc lists it: isx: https://mcp.isx.internal/mcp") || !strings.Contains(out, "Connected") {
+		t.Errorf("the branch report does not say Claude Code has isx, connected:\n%s", out)
+	}
+	claude := func(name, script string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		res, err := c.Exec(ctx, name, incus.ExecRequest{
+			Command: []string{"sh", "-c", ". " + instance.ProfileFile + "; cd ~/work && " + script},
+			UID:     1000, GID: 1000, Cwd: instance.AgentHome + "/work",
+			Env:     map[string]string{"HOME": instance.AgentHome, "PATH": "/usr/local/bin:/usr/bin:/bin"},
+			Timeout: 3 * time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Stdout) + string(res.Stderr), res.ExitCode
+	}
+	settings := w.inside("coordc", "cat "+instance.ClaudeConfig)
+	if !strings.Contains(settings, `"headersHelper": "`+instance.HeadersHelper+`"`) || !strings.Contains(settings, instance.CoordinatorURL) {
+		t.Errorf("the registration in %s:\n%s", instance.ClaudeConfig, settings)
+	}
+	if helper := w.inside("coordc", instance.HeadersHelper); !strings.Contains(helper, strings.TrimSpace(w.inside("coordc", "cat "+instance.SecretFile))) {
+		t.Errorf("the headersHelper prints %q", helper)
+	}
+
+	// The real Claude Code calls isx mcp's tools.
+	// Tool search off: Claude Code then offers the MCP tools themselves
+	// rather than behind ToolSearch, which the fake model cannot drive.
+	text, code := claude("coordc", "ENABLE_TOOL_SEARCH=false claude -p --permission-mode bypassPermissions 'make an instance and say hello in it'")
+	if code != 0 {
+		t.Fatalf("claude -p: exit %d\n%s\nfake calls: %d", code, text, len(fake.Calls()))
+	}
+	var sawExec bool
+	for _, call := range fake.Calls() {
+		// The exec's output, as the tool result Claude Code sent back.
+		if strings.Contains(string(call.Body), `\"stdout\":\"claude-was-here-`) {
+			sawExec = true
+		}
+	}
+	if !sawExec {
+		var offered []string
+		if calls := fake.Calls(); len(calls) > 0 {
+			offered = calls[len(calls)-1].Tools
+		}
+		var last string
+		if calls := fake.Calls(); len(calls) > 0 {
+			var req struct {
+				Messages json.RawMessage `json:"messages"`
+			}
+			json.Unmarshal(calls[len(calls)-1].Body, &req) //nolint:errcheck // for the failure's message
+			last = string(req.Messages)
+			last = last[max(0, len(last)-3000):]
+		}
+		t.Errorf("Claude Code did not run exec through isx mcp; tools offered: %v\n%s\nthe last call ends:\n%s", offered, text, last)
+	}
+	_, rows := table(x.ok("list").stdout, "NAME")
+	held := false
+	for _, r := range rows {
+		if strings.Contains(r[0], "-cc-") && len(r) == 4 && strings.HasPrefix(r[3], "held") {
+			held = true
+		}
+	}
+	if !held {
+		t.Errorf("no instance held by the coordinator in isx list: %v", rows)
+	}
+
+	// Taken out, the registration is back at the next start.
+	claude("coordc", "claude mcp remove isx --scope local >/dev/null 2>&1 || claude mcp remove isx >/dev/null 2>&1; true")
+	if list, _ := claude("coordc", "claude mcp list"); strings.Contains(list, "isx:") {
+		t.Fatalf("the registration was not removed:\n%s", list)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	old := strings.TrimSpace(w.inside("coordc", "cat "+instance.SecretFile))
+	if err := c.RestartInstance(ctx, "coordc", incus.StopOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitSecret("coordc", old)
+	incustest.WaitFor(t, "isx to be registered again", 2*time.Minute, func() bool {
+		list, _ := claude("coordc", "claude mcp list")
+		return strings.Contains(list, "isx: "+instance.CoordinatorURL) && strings.Contains(list, "Connected")
+	})
+
+	// A copy loses it at its first start.
+	if err := c.StopInstance(ctx, "coordc", incus.StopOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	x.ok("branch", "copyc", "--from", "coordc", "--proxy-only")
+	if list, _ := claude("copyc", "claude mcp list"); strings.Contains(list, "isx:") {
+		t.Errorf("the copy still has isx registered:\n%s", list)
+	}
+}
