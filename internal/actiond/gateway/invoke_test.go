@@ -497,7 +497,7 @@ def run(event):
 	})
 }
 
-// ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453..455, ACT-465, ACT-469..471, ACT-473:
+// ACT-137, ACT-201, ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453..455, ACT-465, ACT-469..471, ACT-473:
 // invoke starts a callable agent as a task and answers at once, in both
 // modes. To a client without the Tasks extension, a preview answers with
 // task_id, working, poll_interval_ms 5000 and the preview hint; the task
