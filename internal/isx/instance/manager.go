@@ -64,6 +64,8 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 	create.Start = false
 	err = m.Client.CreateInstance(ctx, create)
 	switch {
+	case err == nil:
+		err = m.nameHost(ctx, opts.Name)
 	case errors.Is(err, incus.ErrConflict):
 		// Incus says so with its database's constraint, which tells a
 		// person nothing more.
@@ -74,8 +76,6 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 		return NewError(CodeExists, opts.Name, err, "an instance named %s is being made in project %s by another caller right now", opts.Name, m.project())
 	case errors.Is(err, incus.ErrUnavailable):
 		return err
-	case err == nil:
-		err = m.nameHost(ctx, opts.Name)
 	}
 	if err == nil && !opts.NoStart {
 		err = m.Client.StartInstance(ctx, opts.Name)
@@ -94,6 +94,9 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 // that name is being created right now (it quotes the operation's name:
 // `Instance is busy running a "create" operation`).
 func busyCreating(err error) bool {
+	if err == nil {
+		return false
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "busy running a") && strings.Contains(msg, "create")
 }
