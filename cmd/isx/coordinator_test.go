@@ -225,7 +225,7 @@ func TestCoordinatorInAnInstance(t *testing.T) {
 	}
 
 	// Destroying the coordinator orphans its instances.
-	w.ok("destroy", "coord")
+	w.ok("destroy", "--force", "coord")
 	_, rows := table(w.ok("list").stdout, "NAME")
 	if got := row(rows, created.Name); len(got) != 4 || got[3] != "orphaned" {
 		t.Errorf("after destroying coord, %s is %v", created.Name, got)
