@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/store"
@@ -97,7 +98,15 @@ func TestServePrintsTheTokenCommandThatWorks_ACT059_ACT064(t *testing.T) {
 		_, port, _ := strings.Cut(at.FreeAddr(t), ":")
 		public := "http://localhost:" + port
 		p := at.StartProcess(t, binary, withSchema(t, storetest.Options(t, d)), public)
-		found := tokenCommandPattern.FindStringSubmatch(p.Log())
+		// serve prints its lines one by one, the token command last: it
+		// may not be written yet when the process answers.
+		var found []string
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		at.Poll(ctx, func() bool {
+			found = tokenCommandPattern.FindStringSubmatch(p.Log())
+			return found != nil
+		})
 		if found == nil {
 			t.Fatalf("serve printed no token command:\n%s", p.Log())
 		}

@@ -336,16 +336,7 @@ func age(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := max(now.Sub(t), 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	return instance.Age(now.Sub(t))
 }
 
 func orDash(s string) string {

@@ -59,41 +59,35 @@ const packTimeout = 15 * time.Minute
 // at once take turns on a lock, so the registry is asked once.
 func fetch(ctx context.Context, dir string, p npmPackage) (string, error) {
 	path := filepath.Join(dir, p.tarball())
-	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
-		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("making the npm cache %s: %w", dir, err)
-	}
-	unlock, err := lockCache(dir)
-	if err != nil {
+	if err := fillOnce(dir, path, func() error { return pack(ctx, dir, path, p) }); err != nil {
 		return "", err
 	}
-	defer unlock()
-	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
-		return path, nil
-	}
+	return path, nil
+}
+
+// pack fetches the package's tarball to path with npm pack.
+func pack(ctx context.Context, dir, path string, p npmPackage) error {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		return "", fmt.Errorf("%s is not in the npm cache %s, and there is no npm on this host to fetch it with (install npm, or put the tarball of `npm pack %s` there)", p.spec(), dir, p.spec())
+		return fmt.Errorf("%s is not in the npm cache %s, and there is no npm on this host to fetch it with (install npm, or put the tarball of `npm pack %s` there)", p.spec(), dir, p.spec())
 	}
 	ctx, cancel := context.WithTimeout(ctx, packTimeout)
 	defer cancel()
 	work, err := os.MkdirTemp(dir, ".pack-")
 	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", p.spec(), err)
+		return fmt.Errorf("fetching %s: %w", p.spec(), err)
 	}
 	defer os.RemoveAll(work)
 	cmd := exec.CommandContext(ctx, npm, "pack", "--silent", "--pack-destination", work, p.spec())
 	cmd.Dir = work
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("fetching %s with npm pack failed (is the npm registry reachable?): %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
+		return fmt.Errorf("fetching %s with npm pack failed (is the npm registry reachable?): %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
 	}
 	if err := os.Rename(filepath.Join(work, p.tarball()), path); err != nil {
-		return "", fmt.Errorf("npm pack %s wrote no %s: %w", p.spec(), p.tarball(), err)
+		return fmt.Errorf("npm pack %s wrote no %s: %w", p.spec(), p.tarball(), err)
 	}
-	return path, nil
+	return nil
 }
 
 func clipText(s string, n int) string {
@@ -110,47 +104,63 @@ var errNoTool = errors.New("no such tool")
 // the host with npm (install scripts are not run), then tarred.
 func fetchBundle(ctx context.Context, dir string, p npmPackage) (string, error) {
 	path := filepath.Join(dir, p.bundle())
-	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
-		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("making the npm cache %s: %w", dir, err)
-	}
-	unlock, err := lockCache(dir)
-	if err != nil {
+	if err := fillOnce(dir, path, func() error { return bundle(ctx, dir, path, p) }); err != nil {
 		return "", err
 	}
-	defer unlock()
-	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
-		return path, nil
-	}
+	return path, nil
+}
+
+// bundle installs the package and its dependencies with npm into a
+// node_modules and tars it to path.
+func bundle(ctx context.Context, dir, path string, p npmPackage) error {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		return "", fmt.Errorf("%s is not in the npm cache %s, and there is no npm on this host to fetch it and its dependencies with (install npm)", p.spec(), dir)
+		return fmt.Errorf("%s is not in the npm cache %s, and there is no npm on this host to fetch it and its dependencies with (install npm)", p.spec(), dir)
 	}
 	tar, err := exec.LookPath("tar")
 	if err != nil {
-		return "", fmt.Errorf("bundling %s needs tar on this host: %w", p.spec(), err)
+		return fmt.Errorf("bundling %s needs tar on this host: %w", p.spec(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, packTimeout)
 	defer cancel()
 	work, err := os.MkdirTemp(dir, ".bundle-")
 	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", p.spec(), err)
+		return fmt.Errorf("fetching %s: %w", p.spec(), err)
 	}
 	defer os.RemoveAll(work)
 	install := exec.CommandContext(ctx, npm, "install", "--prefix", work, "--no-audit", "--no-fund", "--ignore-scripts", "--omit=dev", p.spec())
 	if out, err := install.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("installing %s with npm failed (is the npm registry reachable?): %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
+		return fmt.Errorf("installing %s with npm failed (is the npm registry reachable?): %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
 	}
 	staged := filepath.Join(work, "bundle.tgz")
 	if out, err := exec.CommandContext(ctx, tar, "-C", work, "-czf", staged, "node_modules").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bundling %s: %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
+		return fmt.Errorf("bundling %s: %w: %s", p.spec(), err, strings.TrimSpace(clipText(string(out), 400)))
 	}
 	if err := os.Rename(staged, path); err != nil {
-		return "", fmt.Errorf("bundling %s: %w", p.spec(), err)
+		return fmt.Errorf("bundling %s: %w", p.spec(), err)
 	}
-	return path, nil
+	return nil
+}
+
+// fillOnce makes path in the cache dir with fill unless it is there
+// already. Two builds filling at once take turns on a lock, so the
+// registry is asked once.
+func fillOnce(dir, path string, fill func() error) error {
+	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making the npm cache %s: %w", dir, err)
+	}
+	unlock, err := lockCache(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+		return nil
+	}
+	return fill()
 }
 
 // lockCache takes the cache's lock, so that two builds fetch a package once.

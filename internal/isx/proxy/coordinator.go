@@ -218,17 +218,9 @@ func (s *Server) listenDirect(name string) error {
 	if _, ok := s.listeners[key]; ok {
 		return nil
 	}
-	path := s.directSocketOf(name)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return coded.Wrap(CodeState, err, "cannot remove the old socket %s of %s", path, name)
-	}
-	l, err := net.Listen("unix", path)
+	l, err := privateSocket(s.directSocketOf(name), name)
 	if err != nil {
-		return coded.Wrap(CodeState, err, "cannot listen on %s for %s", path, name)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return coded.Wrap(CodeState, err, "cannot make %s private", path)
+		return err
 	}
 	named := &namedListener{Listener: l, name: name, log: s.opts.Log}
 	s.listeners[key] = named

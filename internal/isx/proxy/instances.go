@@ -180,6 +180,23 @@ func (s *Server) templateAccounts(name string, stamps instance.Stamps) map[strin
 	return template.MergeAccounts(chain)
 }
 
+// privateSocket listens on a unix socket at path that only the user can
+// reach, in place of whatever an earlier proxy left there.
+func privateSocket(path, name string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, coded.Wrap(CodeState, err, "cannot remove the old socket %s of %s", path, name)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, coded.Wrap(CodeState, err, "cannot listen on %s for %s", path, name)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, coded.Wrap(CodeState, err, "cannot make %s private", path)
+	}
+	return l, nil
+}
+
 // listen serves the instance's socket, once.
 func (s *Server) listen(name string) error {
 	s.mu.Lock()
@@ -187,17 +204,9 @@ func (s *Server) listen(name string) error {
 	if _, ok := s.listeners[name]; ok {
 		return nil
 	}
-	path := s.socketOf(name)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return coded.Wrap(CodeState, err, "cannot remove the old socket %s of %s", path, name)
-	}
-	l, err := net.Listen("unix", path)
+	l, err := privateSocket(s.socketOf(name), name)
 	if err != nil {
-		return coded.Wrap(CodeState, err, "cannot listen on %s for %s", path, name)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return coded.Wrap(CodeState, err, "cannot make %s private", path)
+		return err
 	}
 	named := &namedListener{Listener: l, name: name, log: s.opts.Log}
 	s.listeners[name] = named

@@ -5,23 +5,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
-// age says how long ago, in the largest whole unit: 45s, 12m, 3h, 5d.
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-}
+// age is instance.Age: the TUI shows ages as isx list does.
+func age(d time.Duration) string { return instance.Age(d) }
 
 // since is age from t to now, or "-" when t is not known.
 func since(t, now time.Time) string {
