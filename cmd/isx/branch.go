@@ -92,12 +92,13 @@ func (a *app) runBranch(ctx context.Context, name, from string, network instance
 			return err
 		}
 	}
+	var admitted error
 	if network != instance.NetworkAirgap {
-		a.admit(ctx, name)
+		admitted = a.admit(ctx, name)
 	}
 	fmt.Fprintf(a.stdout, "Made %s from %s (network: %s) and started it; `isx shell %s` opens a shell in it.\n", name, from, network, name)
 	if mcpClient {
-		fmt.Fprint(a.stdout, a.probeCoordinator(ctx, client, name).report(name))
+		fmt.Fprint(a.stdout, a.probeCoordinator(ctx, client, name, admitted).report(name))
 	}
 	return nil
 }

@@ -34,11 +34,17 @@ type coordinatorProbe struct {
 // probeCoordinator asks the new coordinator's isx mcp as the instance
 // does: on the instance's own proxy socket, with its current secret, by
 // CONNECT to mcp.isx.internal and TLS trusting the proxy's CA.
-func (a *app) probeCoordinator(ctx context.Context, client *incus.Client, name string) coordinatorProbe {
+// An instance the proxy could not admit has nothing to answer it:
+// admitted says why.
+func (a *app) probeCoordinator(ctx context.Context, client *incus.Client, name string, admitted error) coordinatorProbe {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var p coordinatorProbe
-	p.version, p.tools, p.err = a.askCoordinator(ctx, client, name)
+	if admitted != nil {
+		p.err = fmt.Errorf("the host proxy does not serve it: %w", admitted)
+	} else {
+		p.version, p.tools, p.err = a.askCoordinator(ctx, client, name)
+	}
 	p.claude = claudeHasISX(ctx, client, name)
 	return p
 }

@@ -347,3 +347,21 @@ func (w *proxyWorld) stdioTools() []string {
 	slices.Sort(names)
 	return names
 }
+
+// ISX-229: when the host proxy cannot serve the new coordinator (here it
+// refuses to start over an accounts.yaml others can read), `isx branch
+// --mcp-client` says that isx mcp could not be reached, and why.
+func TestBranchMCPClientSaysWhyUnreachableISX229(t *testing.T) {
+	w := newProxyWorld(t)
+	w.writeAccounts(0o644)
+	r := w.ok("branch", "lost", "--from", proxyTemplate, "--proxy-only", "--mcp-client")
+	if !strings.Contains(r.stdout, "isx mcp at https://mcp.isx.internal/mcp could not be reached from lost: ") {
+		t.Errorf("the report does not say isx mcp could not be reached:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "the host proxy does not serve it: the isx host proxy did not start") || !strings.Contains(r.stdout, "chmod 600") {
+		t.Errorf("the report does not say why (the proxy's refusal):\n%s", r)
+	}
+	if strings.Contains(r.stdout, " answers lost") {
+		t.Errorf("the report claims an answer:\n%s", r)
+	}
+}

@@ -125,7 +125,7 @@ func (a *app) proxyDir() (string, error) {
 
 // admit has the proxy serve a new or started instance before isx says it
 // is ready. A failure leaves the instance as it is and says why.
-func (a *app) admit(ctx context.Context, name string) {
+func (a *app) admit(ctx context.Context, name string) error {
 	c, err := a.ensureProxy(ctx)
 	if err == nil {
 		_, err = c.Admit(ctx, name)
@@ -133,6 +133,7 @@ func (a *app) admit(ctx context.Context, name string) {
 	if err != nil {
 		a.warnf("%s cannot reach model providers, packages or git until the host proxy serves it: %v", name, err)
 	}
+	return err
 }
 
 func (a *app) proxyStart(ctx context.Context) error {
