@@ -22,19 +22,26 @@ import (
 
 var madeInstance = regexp.MustCompile(`mcp-[a-z0-9-]+`)
 
-// ISX-221, ISX-222, ISX-224, ISX-225, ISX-230: in a coordinator of a
+// fromUnit is the prompt of the claude -p run in a systemd unit.
+const fromUnit = "say which tools you have, from a systemd unit"
+
+// ISX-221..225, ISX-230: in a coordinator of a
 // template with Claude Code, every start registers isx (claude mcp list
 // shows it, connected, through the headersHelper that reads the current
 // secret), and the real Claude Code, driven by a fake model over the
 // proxy, creates an instance and runs exec in it through
-// mcp.isx.internal; a copy loses the registration at its first start.
+// mcp.isx.internal, and from a systemd unit is offered its tools too; a
+// copy loses the registration at its first start.
 func TestCoordinatorClaudeCode(t *testing.T) {
 	c := incustest.Project(t)
 	x := newCLI(t, c)
 	x.env = append(x.env, build.NPMCacheEnv+"="+buildtest.NPMCache())
 	tpl := buildtest.DebianChild
 	fake, err := delegatetest.StartAnthropic(delegatetest.Script{
-		Tool: func(_ string, results, offered []string) (string, map[string]any) {
+		Tool: func(prompt string, results, offered []string) (string, map[string]any) {
+			if strings.Contains(prompt, fromUnit) {
+				return "", nil // only the tools on offer matter
+			}
 			switch len(results) {
 			case 0:
 				if slices.Contains(offered, "mcp__isx__create_instance") {
@@ -156,6 +163,23 @@ func TestCoordinatorClaudeCode(t *testing.T) {
 		list, _ := claude("coordc", "claude mcp list")
 		return strings.Contains(list, "isx: "+instance.CoordinatorURL) && strings.Contains(list, "Connected")
 	})
+
+	// ISX-223: the registration serves claude -p under a systemd unit too.
+	unit := "systemd-run --wait --pipe --quiet --uid=1000 --gid=1000 -p WorkingDirectory=" + instance.AgentHome + "/work" +
+		" -E HOME=" + instance.AgentHome + " -E PATH=/usr/local/bin:/usr/bin:/bin" +
+		" sh -c '. " + instance.ProfileFile + "; ENABLE_TOOL_SEARCH=false claude -p \"" + fromUnit + "\"'"
+	if out, code := w.tryInside("coordc", unit); code != 0 {
+		t.Fatalf("claude -p in a systemd unit: exit %d\n%s", code, out)
+	}
+	unitOffered := false
+	for _, call := range fake.Calls() {
+		if strings.Contains(string(call.Body), fromUnit) && slices.Contains(call.Tools, "mcp__isx__exec") && slices.Contains(call.Tools, "mcp__isx__create_instance") {
+			unitOffered = true
+		}
+	}
+	if !unitOffered {
+		t.Errorf("claude -p in a systemd unit was not offered isx mcp's tools")
+	}
 
 	// A copy loses it at its first start.
 	if err := c.StopInstance(ctx, "coordc", incus.StopOptions{Force: true}); err != nil {
