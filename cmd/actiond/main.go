@@ -9,18 +9,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/usage"
 )
 
 // Exit codes, the same as isx's.
@@ -73,38 +72,18 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Error{Err: err} })
 	root.AddCommand(a.serveCommand(), a.tokenCommand(), a.sessionsCommand(), a.executionsCommand(), a.executionCommand(), a.versionCommand())
 	for _, cmd := range root.Commands() {
-		cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+		cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Error{Err: err} })
 	}
 	return root
 }
 
-// usageError is a command line actiond cannot make sense of.
-type usageError struct{ err error }
+// usagef is a command line actiond cannot make sense of.
+func usagef(format string, args ...any) error { return usage.Errorf(format, args...) }
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-func isUsage(err error) bool {
-	var usage usageError
-	return errors.As(err, &usage) || cobraUsage(err)
-}
-
-// cobraUsage recognises the usage errors cobra makes itself, which carry no
-// type to match.
-func cobraUsage(err error) bool {
-	msg := err.Error()
-	for _, prefix := range []string{"unknown command", "required flag", "accepts ", "requires at least", "unknown shorthand flag", "unknown flag", "invalid argument"} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
-		}
-	}
-	return false
-}
+func isUsage(err error) bool { return usage.Is(err) }
 
 // report prints err for a person, its hint on a line of its own, and picks
 // the exit code.

@@ -9,6 +9,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/usage"
 )
 
 func (a *app) tokenCommand() *cobra.Command {
@@ -55,7 +56,7 @@ func (a *app) tokenCommand() *cobra.Command {
 			}
 			token, err := issuer.Mint(auth.MintOptions{Principal: principal, Subject: subject, Client: client, Accounts: accounts, Audience: aud(public), TTL: ttl})
 			if err != nil {
-				return usageError{err}
+				return usage.Error{Err: err}
 			}
 			_, err = fmt.Fprintln(a.stdout, token)
 			return err

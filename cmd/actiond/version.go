@@ -3,9 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
+	"github.com/incusspawn/isx/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -13,45 +12,9 @@ import (
 // from a checkout says dev and names its commit.
 var version = "dev"
 
-// buildInfo is what `actiond version` reports.
-type buildInfo struct {
-	Version  string `json:"version"`
-	Commit   string `json:"commit,omitempty"`
-	Modified bool   `json:"modified"`
-	Go       string `json:"go"`
-	Platform string `json:"platform"`
-}
+func readBuildInfo() buildinfo.Info { return buildinfo.Read(version) }
 
-func readBuildInfo() buildInfo {
-	info := buildInfo{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if build, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range build.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				info.Commit = s.Value
-			case "vcs.modified":
-				info.Modified = s.Value == "true"
-			}
-		}
-	}
-	return info
-}
-
-func versionLine() string {
-	info := readBuildInfo()
-	line := "actiond " + info.Version
-	if info.Commit != "" {
-		commit := info.Commit
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
-		if info.Modified {
-			commit += ", modified"
-		}
-		line += " (" + commit + ")"
-	}
-	return line + " " + info.Go + " " + info.Platform
-}
+func versionLine() string { return readBuildInfo().Line("actiond") }
 
 func (a *app) versionCommand() *cobra.Command {
 	var asJSON bool

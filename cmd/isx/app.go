@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/usage"
 )
 
 // Exit codes.
@@ -101,18 +101,13 @@ func (a *app) rootCommand() *cobra.Command {
 	if err := root.RegisterFlagCompletionFunc("project", a.completeProjects); err != nil {
 		panic(err) // the flag was just defined
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Error{Err: err} })
 	root.AddCommand(commands(a)...)
 	return root
 }
 
-// usageError is a command line isx cannot make sense of.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+// usagef is a command line isx cannot make sense of.
+func usagef(format string, args ...any) error { return usage.Errorf(format, args...) }
 
 // exitError carries an exit code through, as from the shell isx ran.
 type exitError struct{ code int }
@@ -164,22 +159,7 @@ func hints(err error) []string {
 	return nil
 }
 
-func isUsage(err error) bool {
-	var usage usageError
-	return errors.As(err, &usage) || cobraUsage(err)
-}
-
-// cobraUsage recognises the usage errors cobra makes itself, which carry
-// no type to match (the same list as actiond's).
-func cobraUsage(err error) bool {
-	msg := err.Error()
-	for _, prefix := range []string{"unknown command", "required flag", "accepts ", "requires at least", "unknown shorthand flag", "unknown flag", "invalid argument"} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
-		}
-	}
-	return false
-}
+func isUsage(err error) bool { return usage.Is(err) }
 
 // homeDir is the user's home, where config.yaml and the state live.
 func (a *app) homeDir() (string, error) {

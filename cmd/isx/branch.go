@@ -15,6 +15,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/spelling"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/usage"
 )
 
 func newBranchCommand(a *app) *cobra.Command {
@@ -36,14 +37,14 @@ func newBranchCommand(a *app) *cobra.Command {
 			network := instance.NetworkDefault
 			switch {
 			case proxyOnly && airgap:
-				return usageError{errors.New("--proxy-only and --airgap exclude each other")}
+				return usage.Error{Err: errors.New("--proxy-only and --airgap exclude each other")}
 			case proxyOnly:
 				network = instance.NetworkProxyOnly
 			case airgap:
 				network = instance.NetworkAirgap
 			}
 			if mcpClient && airgap {
-				return usageError{errors.New("an --airgap instance cannot reach isx mcp, so --mcp-client needs a network (--proxy-only is enough)")}
+				return usage.Error{Err: errors.New("an --airgap instance cannot reach isx mcp, so --mcp-client needs a network (--proxy-only is enough)")}
 			}
 			return a.runBranch(cmd.Context(), args[0], from, network, mcpClient)
 		},

@@ -1,6 +1,9 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/incusspawn/isx/internal/usage"
+	"github.com/spf13/cobra"
+)
 
 // commands lists isx's subcommands, in the order `isx --help` shows them.
 // A new subcommand is a constructor taking the shared *app (config,
@@ -26,7 +29,7 @@ func commands(a *app) []*cobra.Command {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
-			return usageError{err}
+			return usage.Error{Err: err}
 		}
 		return nil
 	}
@@ -36,7 +39,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 func minimumArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
-			return usageError{err}
+			return usage.Error{Err: err}
 		}
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/usage"
 )
 
 func newMCPCommand(a *app) *cobra.Command {
@@ -32,7 +33,7 @@ func newMCPCommand(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if coordinator != "" || listen != "" {
 				if coordinator == "" || listen == "" {
-					return usageError{errors.New("--coordinator and --listen go together")}
+					return usage.Error{Err: errors.New("--coordinator and --listen go together")}
 				}
 				return a.runMCPCoordinator(cmd, coordinator, listen)
 			}

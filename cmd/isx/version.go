@@ -5,23 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/buildinfo"
 	"github.com/incusspawn/isx/internal/isx/build"
 )
-
-// buildInfo is what `isx version` reports of isx itself.
-type buildInfo struct {
-	Version  string `json:"version"`
-	Commit   string `json:"commit,omitempty"`
-	Modified bool   `json:"modified"`
-	Go       string `json:"go"`
-	Platform string `json:"platform"`
-}
 
 // incusInfo is what `isx version` reports of the Incus daemon.
 type incusInfo struct {
@@ -33,42 +23,15 @@ type incusInfo struct {
 }
 
 type versionReport struct {
-	buildInfo
+	buildinfo.Info
 	Incus incusInfo `json:"incus"`
 }
 
-func readBuildInfo() buildInfo {
-	info := buildInfo{Version: build.Version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if b, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range b.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				info.Commit = s.Value
-			case "vcs.modified":
-				info.Modified = s.Value == "true"
-			}
-		}
-	}
-	return info
-}
+func readBuildInfo() buildinfo.Info { return buildinfo.Read(build.Version) }
 
 // versionLine is isx's own version, as --version prints it: the same
 // line as actiond's.
-func versionLine() string {
-	info := readBuildInfo()
-	line := "isx " + info.Version
-	if info.Commit != "" {
-		commit := info.Commit
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
-		if info.Modified {
-			commit += ", modified"
-		}
-		line += " (" + commit + ")"
-	}
-	return line + " " + info.Go + " " + info.Platform
-}
+func versionLine() string { return readBuildInfo().Line("isx") }
 
 // versionTimeout bounds asking Incus for its version.
 const versionTimeout = 10 * time.Second
@@ -103,7 +66,7 @@ func newVersionCommand(a *app) *cobra.Command {
 
 // versions asks Incus for its version; the report holds isx's either way.
 func (a *app) versions(ctx context.Context) (versionReport, error) {
-	report := versionReport{buildInfo: readBuildInfo()}
+	report := versionReport{Info: readBuildInfo()}
 	cfg, err := a.config()
 	if err != nil {
 		return report, err
