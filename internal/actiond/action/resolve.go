@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/policy"
 )
@@ -87,4 +88,59 @@ func versionOf(v *int) int {
 		return 0
 	}
 	return *v
+}
+
+// Offered is one of a server's tool references resolved to what it calls
+// now.
+type Offered struct {
+	Index  int // the reference's place in the server's tools
+	Ref    ToolRef
+	Target Target
+}
+
+// OfferedTools resolves each of the server's tool references at its pinned
+// or latest version, in reference order. A reference that no longer
+// resolves to something callable and enabled is left out. The endpoint
+// lists what this gives, and the API shows the same.
+func OfferedTools(ctx context.Context, resolver Resolver, server Definition) ([]Offered, error) {
+	var offered []Offered
+	for i, ref := range server.Tools {
+		version := 0
+		if ref.Version != nil {
+			version = *ref.Version
+		}
+		target, err := ResolveTool(ctx, resolver, ref.Name, version)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("resolve tool %q: %w", ref.Name, err)
+		}
+		if target.Deleted || !target.Enabled || !Callable(target) {
+			continue
+		}
+		offered = append(offered, Offered{Index: i, Ref: ref, Target: target})
+	}
+	return offered, nil
+}
+
+// Clash is why a tool that resolves is still not offered.
+type Clash int
+
+const (
+	NoClash     Clash = iota
+	NameClash         // its visible name is an earlier tool's of the server
+	IntentClash       // it declares its own intent property on a server that states intent
+)
+
+// ClashOf is the clash of a tool named name with the tools seen before it
+// (by visible name) and with the server's intent.
+func ClashOf(seen map[string]bool, name string, target Target, intent Intent) Clash {
+	switch {
+	case seen[name]:
+		return NameClash
+	case !target.Native && intent != IntentNone && DeclaresIntent(InputSchema(target)):
+		return IntentClash
+	}
+	return NoClash
 }

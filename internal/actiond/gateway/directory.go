@@ -191,36 +191,27 @@ func (d *directory) build(ctx context.Context, resolver action.Resolver, account
 // with a hint.
 func (d *directory) tools(ctx context.Context, resolver action.Resolver, server action.Definition) ([]*Tool, error) {
 	intent := server.ServerIntent()
+	offered, err := action.OfferedTools(ctx, resolver, server)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var tools []*Tool
-	for i, ref := range server.Tools {
-		version := 0
-		if ref.Version != nil {
-			version = *ref.Version
-		}
-		target, err := action.ResolveTool(ctx, resolver, ref.Name, version)
-		if errors.Is(err, action.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("resolve tool %q: %w", ref.Name, err)
-		}
-		if target.Deleted || !target.Enabled || !action.Callable(target) {
-			continue
-		}
-		tool, err := d.tool(ctx, resolver, server, ref, i, target, intent)
+	for _, o := range offered {
+		ref, target := o.Ref, o.Target
+		tool, err := d.tool(ctx, resolver, server, ref, o.Index, target, intent)
 		if err != nil {
 			return nil, err
 		}
 		if tool == nil {
 			continue
 		}
-		switch {
-		case seen[tool.Name]:
+		switch action.ClashOf(seen, tool.Name, target, intent) {
+		case action.NameClash:
 			tool.Unavailable = engine.NewFailure(errToolUnavailable,
 				"This tool's current version has the name of another tool of this server, so the server cannot offer it.",
 				"Ask the server's owner to pin a version of the tool in the server's reference, or to rename it.")
-		case !target.Native && intent != action.IntentNone && action.DeclaresIntent(action.InputSchema(target)):
+		case action.IntentClash:
 			tool.Unavailable = engine.NewFailure(errToolUnavailable,
 				"This tool's current version declares its own intent property, which clashes with this server's stated intent.",
 				"Ask the server's owner to pin a version of the tool in the server's reference, or to rename the tool's intent property.")

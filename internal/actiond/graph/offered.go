@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
@@ -38,22 +37,13 @@ func (a *actionVersion) OfferedTools(ctx context.Context) (*model.OfferedTools, 
 	resolver := registry.NewResolver(st.env.Work)
 	intent := server.ServerIntent()
 	out := &model.OfferedTools{Tools: []*model.OfferedTool{}}
+	offered, err := action.OfferedTools(ctx, resolver, server)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
-	for _, ref := range server.Tools {
-		version := 0
-		if ref.Version != nil {
-			version = *ref.Version
-		}
-		target, err := action.ResolveTool(ctx, resolver, ref.Name, version)
-		if errors.Is(err, action.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("resolve tool %q: %w", ref.Name, err)
-		}
-		if target.Deleted || !target.Enabled || !action.Callable(target) {
-			continue
-		}
+	for _, o := range offered {
+		ref, target := o.Ref, o.Target
 		tool, err := offeredTool(ctx, st.env, resolver, server, ref, target, intent)
 		if err != nil || tool == nil {
 			if err != nil {
@@ -61,10 +51,10 @@ func (a *actionVersion) OfferedTools(ctx context.Context) (*model.OfferedTools, 
 			}
 			continue
 		}
-		switch {
-		case seen[tool.Name]:
+		switch action.ClashOf(seen, tool.Name, target, intent) {
+		case action.NameClash:
 			tool.Unavailable = optional("its name is another tool's of this server")
-		case !target.Native && intent != action.IntentNone && action.DeclaresIntent(action.InputSchema(target)):
+		case action.IntentClash:
 			tool.Unavailable = optional("it declares its own intent property, which clashes with the server's stated intent")
 		}
 		seen[tool.Name] = true
