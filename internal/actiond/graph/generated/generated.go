@@ -93,6 +93,7 @@ type ComplexityRoot struct {
 		Input                   func(childComplexity int) int
 		Invocation              func(childComplexity int) int
 		McpRequest              func(childComplexity int) int
+		NotStarted              func(childComplexity int) int
 		Output                  func(childComplexity int) int
 		ParentID                func(childComplexity int) int
 		Preview                 func(childComplexity int) int
@@ -632,6 +633,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.McpRequest(childComplexity), true
+	case "ActionExecution.notStarted":
+		if e.ComplexityRoot.ActionExecution.NotStarted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.NotStarted(childComplexity), true
 	case "ActionExecution.output":
 		if e.ComplexityRoot.ActionExecution.Output == nil {
 			break
@@ -2018,6 +2025,13 @@ type ActionExecution {
   sessionId: String
   "The request that started this execution: for a task, the tools/call that created it."
   startedBy: ID
+  """
+  The seed's startedBy.notStarted: a task a replay would have started,
+  recorded as not started (CANCELLED, preview, with the agent's input) and
+  never queued. Such a task never ran, so it cannot be rerun. startedBy
+  stays the starting execution's ID for the readers that follow it.
+  """
+  notStarted: Boolean!
   "Who cancelled the execution, and with which request."
   cancelledBy: CancelledBy
   rolledBackByExecutionId: ID
@@ -2314,6 +2328,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_sessionId(ctx, field)
 	case "startedBy":
 		return ec.fieldContext_ActionExecution_startedBy(ctx, field)
+	case "notStarted":
+		return ec.fieldContext_ActionExecution_notStarted(ctx, field)
 	case "cancelledBy":
 		return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
 	case "rolledBackByExecutionId":
@@ -4721,6 +4737,29 @@ func (ec *executionContext) _ActionExecution_startedBy(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_ActionExecution_startedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ID")
+}
+
+func (ec *executionContext) _ActionExecution_notStarted(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_notStarted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotStarted(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_notStarted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "Boolean")
 }
 
 func (ec *executionContext) _ActionExecution_cancelledBy(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
@@ -10658,6 +10697,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 		case "startedBy":
 			out.Values[i] = ec._ActionExecution_startedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "notStarted":
+			out.Values[i] = ec._ActionExecution_notStarted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "cancelledBy":

@@ -88,6 +88,7 @@ type Execution interface {
 	Uses(ctx context.Context) ([]*ExecutionUse, error)
 	SessionID() *string
 	StartedBy() *string
+	NotStarted() bool
 	CancelledBy() *CancelledBy
 	RolledBackByExecutionID() *string
 	Draft() JSON
