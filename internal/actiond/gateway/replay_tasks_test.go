@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -190,3 +191,94 @@ func TestReplayCancelsNothing(t *testing.T) {
 
 // outputOf is a record's output as JSON text.
 func outputOf(record any) string { return asJSON(at.Decode(at.Dig(record, "output"))) }
+
+func rerun(env *at.Env, token, id string) (map[string]any, []at.GraphQLError) {
+	res := env.GraphQLAs(token, `mutation($id: ID!) { actions { rerunExecution(executionId: $id) { `+at.ExecutionFields+` notStarted } } }`, map[string]any{"id": id})
+	var data any
+	json.Unmarshal(res.Data, &data)
+	out, _ := at.Dig(data, "actions", "rerunExecution").(map[string]any)
+	return out, res.Errors
+}
+
+// ACT-479, ACT-480, ACT-558, ACT-563..565: rerunExecution starts a task its
+// request did start again, by the rerunning principal and user, in preview
+// when the task was a preview; a request, a draft's preview and a task a
+// replay recorded as not started are never rerun, and a draft's preview is
+// never replayed either.
+func TestRerunExecution(t *testing.T) {
+	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
+		g := newGates(t)
+		env, model := taskEnv(t, d, at.Options{}, summarizer(g))
+		toolID, agentID := at.NewID(), at.NewID()
+		env.CreateAction(toolID, postTool(1))
+		env.CreateAction(agentID, at.AgentSpec{Name: "summarize", Model: "summary-model", OutputSchema: summaryOutput,
+			InputSchema: at.Object(map[string]any{"topic": at.String(), "requested_by": at.String()}, "topic")}.Input())
+		serverID := deskServer(env)
+		env.UpdateAction(toolID, postTool(3))
+		token := env.Token(principal, "alice")
+		ts := env.ConnectTasks("desk", token, at.Revision2026, true)
+		live, _ := ts.CallForTask(t, "summarize", map[string]any{"topic": "ledgers"})
+		if live == nil {
+			t.Fatal("no task")
+		}
+		g.open("ledgers")
+		ts.WaitTask(t, live.TaskID, taskWait, mcpkit.TaskCompleted)
+		request := last(t, requests(env, serverID, "tools/call"))
+		replayed := replayAgainstV2(t, env, request)
+		skipped := notStarted(t, env, replayed, agentID, "ledgers")
+
+		s := env.Connect("desk", token, at.Revision2026)
+		res := callTool(t, s, "invoke", map[string]any{"action_id": agentID, "input": map[string]any{"topic": "previewed"}})
+		if res.IsError {
+			t.Fatalf("invoke of the agent: %s", text(res))
+		}
+		previewID := structured(res)["task_id"].(string)
+		g.open("previewed")
+		waitExecution(t, env, previewID, "SUCCEEDED")
+
+		refuse := func(what string, errs []at.GraphQLError, says string) {
+			t.Helper()
+			if len(errs) == 0 || errs[0].Extensions["code"] != "BAD_REQUEST" || !strings.Contains(errs[0].Message, says) {
+				t.Errorf("%s: %+v", what, errs)
+			}
+		}
+		bob := env.GraphQLToken(principal, "bob")
+		_, errs := rerun(env, bob, request["id"].(string))
+		refuse("a request", errs, "never rerun")
+		_, errs = rerun(env, bob, skipped["id"].(string))
+		refuse("a not-started task", errs, "not started")
+		_, errs = rerun(env, "", live.TaskID)
+		refuse("the local root", errs, "no principal")
+
+		again, errs := rerun(env, bob, live.TaskID)
+		if len(errs) > 0 || again["role"] != "task" || again["id"] == live.TaskID || again["caller"] != principal || again["subject"] != "bob" ||
+			again["startedBy"] != live.TaskID || again["preview"] != false || again["notStarted"] != false || at.Dig(at.Decode(again["input"]), "topic") != "ledgers" {
+			t.Fatalf("the rerun of a task: %+v %s", errs, asJSON(again))
+		}
+		waitExecution(t, env, again["id"].(string), "SUCCEEDED")
+		if n := exchangesWith(model, "topic", "ledgers"); n != 2 {
+			t.Errorf("the model was asked about ledgers %d times, want 2 (the task and its rerun)", n)
+		}
+		previewAgain, errs := rerun(env, bob, previewID)
+		if len(errs) > 0 || previewAgain["preview"] != true || at.Dig(at.Decode(previewAgain["input"]), "topic") != "previewed" {
+			t.Errorf("the rerun of a preview task: %+v %s", errs, asJSON(previewAgain))
+		}
+		waitExecution(t, env, previewAgain["id"].(string), "SUCCEEDED")
+
+		// A draft's preview: the request that previewed it and the draft's
+		// execution are never replayed, and never rerun.
+		res = callTool(t, s, "invoke", map[string]any{"action_id": toolID, "draft": postTool(5), "input": map[string]any{"key": "d", "amount": 1}})
+		if res.IsError {
+			t.Fatalf("invoke of a draft: %s", text(res))
+		}
+		draftRun := structured(res)["execution_id"].(string)
+		previewed := last(t, requests(env, serverID, "tools/call"))
+		for what, id := range map[string]string{"the request that previewed a draft": previewed["id"].(string), "the draft's execution": draftRun} {
+			if r := replay(env, "", id, nil); len(r.Errors) == 0 || !strings.Contains(r.Errors[0].Message, "draft's preview") {
+				t.Errorf("replayExecution of %s: %+v", what, r.Errors)
+			}
+		}
+		_, errs = rerun(env, bob, draftRun)
+		refuse("rerunExecution of a draft's preview", errs, "draft's preview")
+	})
+}

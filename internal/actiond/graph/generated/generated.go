@@ -114,6 +114,7 @@ type ComplexityRoot struct {
 		CreateAction    func(childComplexity int, id string, input map[string]any) int
 		DeleteAction    func(childComplexity int, id string) int
 		ReplayExecution func(childComplexity int, executionID string, version *int, draft map[string]any, model *model.ReplayModel) int
+		RerunExecution  func(childComplexity int, executionID string) int
 		UpdateAction    func(childComplexity int, id string, input map[string]any) int
 	}
 
@@ -762,6 +763,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.ReplayExecution(childComplexity, args["executionId"].(string), args["version"].(*int), args["draft"].(map[string]any), args["model"].(*model.ReplayModel)), true
+	case "ActionsMutation.rerunExecution":
+		if e.ComplexityRoot.ActionsMutation.RerunExecution == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_rerunExecution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.RerunExecution(childComplexity, args["executionId"].(string)), true
 	case "ActionsMutation.updateAction":
 		if e.ComplexityRoot.ActionsMutation.UpdateAction == nil {
 			break
@@ -2179,6 +2191,18 @@ extend type ActionsMutation {
   original request's claims, then the server's and each tool's.
   """
   replayExecution(executionId: ID!, version: Int, draft: ActionUpdateInput, model: ReplayModel): ExecutionReplay!
+  """
+  Reruns a task (an execution of role task) that its request did start: a
+  new start of the same agent version with the same input, by you (your
+  principal, user and claims), in the task's server and session, in preview
+  mode when the task was a preview. Its startedBy names the task it reruns.
+  You need INVOKE on the server. A request is never rerun (a request runs
+  only when its endpoint serves it: replay it instead), nor a draft's
+  preview (preview the draft again), nor a task a replay recorded as not
+  started, which never ran. The local root has no principal to run an
+  agent as: rerun with a principal's token.
+  """
+  rerunExecution(executionId: ID!): ActionExecution!
 }
 
 "A replay beside the request it reran."
@@ -2356,6 +2380,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
 	case "replayExecution":
 		return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
+	case "rerunExecution":
+		return ec.fieldContext_ActionsMutation_rerunExecution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -2983,6 +3009,20 @@ func (ec *executionContext) field_ActionsMutation_replayExecution_args(ctx conte
 		return nil, err
 	}
 	args["model"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_rerunExecution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "executionId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["executionId"] = arg0
 	return args, nil
 }
 
@@ -5100,6 +5140,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_replayExecution(ctx con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_replayExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_rerunExecution(ctx context.Context, field graphql.CollectedField, obj model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_rerunExecution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return obj.RerunExecution(fc.Args["executionId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Execution) graphql.Marshaler {
+			return ec.marshalNActionExecution2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_rerunExecution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionExecution(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_rerunExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -10779,6 +10863,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "replayExecution":
 			out.Values[i] = ec._ActionsMutation_replayExecution(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rerunExecution":
+			out.Values[i] = ec._ActionsMutation_rerunExecution(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
