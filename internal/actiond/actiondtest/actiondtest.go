@@ -260,7 +260,7 @@ func (e *Env) CloseSession(serverID, sessionID string) {
 
 // ExecutionFields are the fields Executions and Execution read.
 const ExecutionFields = `id actionId actionVersion actionName eventType role status caller subject client input output error
-	invocation preview sessionId parentId startedBy cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
+	invocation preview sessionId parentId startedBy notStarted cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
 	writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }
 	mcpRequest { method params id principal subject client protocolVersion intent }
 	calls { id actionId actionVersion actionName status input output error preview parentId rolledBackByExecutionId

@@ -43,6 +43,18 @@ type Call struct {
 	// of an agent starts a task only for a client that can then read it.
 	TasksExtension bool
 	TaskTools      bool
+	// Tasks, when set, takes the runner's place for the tasks the call
+	// starts, reads and cancels: a replay's, which starts and cancels
+	// nothing.
+	Tasks Tasks
+}
+
+// tasks is where the call's task starts, reads and cancels go.
+func (c *Call) tasks(r *Runner) Tasks {
+	if c.Tasks != nil {
+		return c.Tasks
+	}
+	return r.Tasks
 }
 
 // Offer is what an MCP server lists, as the calls beneath one of its

@@ -206,7 +206,8 @@ func (r *Runner) StartTask(ctx context.Context, c *Call) (Task, *Failure) {
 // definition that runs, its references resolved, and through the server's
 // references its tools go through.
 func (r *Runner) startTask(ctx context.Context, c *Call, draft json.RawMessage, through map[string]Through) (Task, *Failure) {
-	if r.Tasks == nil {
+	tasks := c.tasks(r)
+	if tasks == nil {
 		return Task{}, NewFailure(CodeNotRunnable, "This actiond runs no tasks, so a callable agent cannot be started.",
 			"Ask the operator to run actiond with its task workers.")
 	}
@@ -218,7 +219,7 @@ func (r *Runner) startTask(ctx context.Context, c *Call, draft json.RawMessage, 
 			return Task{}, inputInvalid(err)
 		}
 	}
-	task, err := r.Tasks.Start(ctx, TaskStart{
+	task, err := tasks.Start(ctx, TaskStart{
 		Scope:     c.Scope(),
 		Server:    c.Server,
 		Agent:     c.Target,
@@ -312,7 +313,7 @@ func (e *callEnv) nativeGetTask(ctx context.Context, input map[string]any) (any,
 	if failure != nil {
 		return nil, failure
 	}
-	tasks := e.request.runner.Tasks
+	tasks := e.request.call.tasks(e.request.runner)
 	if tasks == nil {
 		return nil, taskNotFound()
 	}
@@ -373,7 +374,7 @@ func (e *callEnv) nativeCancelTask(ctx context.Context, input map[string]any) (a
 	if failure != nil {
 		return nil, failure
 	}
-	tasks := e.request.runner.Tasks
+	tasks := e.request.call.tasks(e.request.runner)
 	if tasks == nil {
 		return nil, taskNotFound()
 	}

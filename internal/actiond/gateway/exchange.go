@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
@@ -44,6 +45,9 @@ type exchange struct {
 	// tasks the request started: cancelled, never run, when its record
 	// does not commit, since its client never learns of them.
 	tasks []string
+	// replayTasks, in a replay, takes the endpoint's tasks' place: it
+	// starts and cancels nothing.
+	replayTasks engine.Tasks
 }
 
 type exchangeKey struct{}

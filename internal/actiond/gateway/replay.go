@@ -14,6 +14,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/coded"
@@ -105,6 +106,7 @@ func (h *Handler) Replay(ctx context.Context, r Replay) (*ReplayResult, error) {
 		session:     store.SessionKey{Account: r.Account, ServerID: server.ActionID, ID: r.Original.SessionID},
 	}
 	ex.sessionInput = h.sessionInput(ctx, ex.session)
+	ex.replayTasks = replayTasks{ex: ex, inner: h.opts.Tasks}
 	result, callErr := h.replayMethod(runCtx, ex)
 	if coded.CodeOf(callErr) == CodeReplayUnsupported {
 		return nil, callErr // nothing ran: there is no replay to record
@@ -130,11 +132,18 @@ func (h *Handler) replayMethod(ctx context.Context, ex *exchange) (mcp.Result, e
 			ex.fail(rerr)
 			return nil, rerr.jsonrpc()
 		}
-		if tool := ex.server.tool(params.Name); tool != nil && tool.Unavailable == nil && tool.Target.Definition.IsCallableAgent() {
-			return nil, coded.New(CodeReplayUnsupported, "this request called a callable agent, which starts a task: replaying it is not supported yet").
-				WithHint("Replay the requests that called tools; rerun the task itself to run its agent again.")
-		}
+		// An agent it starts, directly or through invoke, is recorded as
+		// not started (replayTasks).
 		return h.callTool(ctx, ex, &params)
+	case mcpkit.MethodGetTask, mcpkit.MethodCancelTask:
+		var params mcpkit.TaskParams
+		if json.Unmarshal(ex.req.Params, &params) != nil {
+			return nil, h.taskNotFound(ex)
+		}
+		if method == mcpkit.MethodGetTask {
+			return h.getTask(ex, params.TaskID)
+		}
+		return h.cancelTask(ex, params.TaskID) // cancels nothing: replayTasks
 	case "resources/list":
 		return h.listResources(ex), nil
 	case "resources/templates/list":
@@ -158,8 +167,8 @@ func (h *Handler) replayMethod(ctx context.Context, ex *exchange) (mcp.Result, e
 		}
 		return &mcpkit.GetSkillResult{ResultType: "complete", Skill: skillEntry(s)}, nil
 	}
-	return nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts and skills requests", method).
-		WithHint("Replay a tools/call, resources/read, prompts/get or skills/get request, or a listing.")
+	return nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts, skills and tasks/get or tasks/cancel requests", method).
+		WithHint("Replay a tools/call, resources/read, prompts/get, skills/get, tasks/get or tasks/cancel request, or a listing.")
 }
 
 // replayRecord is the replay's execution: what it answered, what it ran
@@ -195,7 +204,9 @@ func (ex *exchange) replayRecord(r Replay, result mcp.Result, callErr error) *Re
 	ex.mu.Unlock()
 	e.Invocation, _ = json.Marshal(invocation)
 	for _, call := range calls {
-		rollBack(call, e.ID)
+		if call.Role != store.RoleTask { // a task not started ran nothing to roll back
+			rollBack(call, e.ID)
+		}
 	}
 	return &ReplayResult{Execution: e, Calls: calls}
 }
@@ -352,4 +363,42 @@ func (u usedVersions) Resolve(ctx context.Context, name string, version int) (ac
 		version = v
 	}
 	return u.Resolver.Resolve(ctx, name, version)
+}
+
+// replayTasks are a replay's tasks: a start is recorded as not started
+// (CANCELLED, preview, notStarted, with the agent's input) beneath the
+// replay and never queued; a cancel reads the task and cancels nothing;
+// a read reads the original session's task (ACT-559..562).
+type replayTasks struct {
+	ex    *exchange
+	inner engine.Tasks
+}
+
+func (r replayTasks) Start(ctx context.Context, start engine.TaskStart) (engine.Task, error) {
+	input, err := json.Marshal(start.Input)
+	if err != nil {
+		return engine.Task{}, fmt.Errorf("gateway: encode the not-started task's input: %w", err)
+	}
+	now := r.ex.h.opts.Clock.Now()
+	who := start.Who
+	e := &store.Execution{
+		ID: r.ex.h.opts.IDs.New(), Account: start.Scope.Account, ActionID: start.Agent.ID, ActionVersion: int64(start.Agent.Version),
+		ActionName: start.Agent.Definition.Name, EventType: "task.start", Role: store.RoleTask, StartedBy: start.StartedBy,
+		Status: store.Cancelled, Caller: who.Principal, Subject: who.Subject, Client: who.Client, Input: input, Preview: true,
+		Draft: start.Draft, Invocation: json.RawMessage(`{"notStarted":true}`), StartedAt: now, EndedAt: now,
+	}
+	r.ex.recordCall(e)
+	return engine.Task{ID: e.ID, Status: store.Cancelled, CreatedAt: now, UpdatedAt: now, Preview: true}, nil
+}
+
+func (r replayTasks) Get(ctx context.Context, scope engine.TaskScope, id string) (engine.Task, error) {
+	if r.inner == nil {
+		return engine.Task{}, engine.ErrTaskNotFound
+	}
+	return r.inner.Get(ctx, scope, id)
+}
+
+// Cancel cancels nothing: the original task is read, as it is.
+func (r replayTasks) Cancel(ctx context.Context, scope engine.TaskScope, id string, _ engine.CancelledBy) (engine.Task, error) {
+	return r.Get(ctx, scope, id)
 }

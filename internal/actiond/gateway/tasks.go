@@ -53,6 +53,15 @@ func (ex *exchange) taskScope() engine.TaskScope {
 	return engine.TaskScope{Account: ex.account, ServerID: ex.server.ActionID, SessionID: ex.session.ID, Principal: ex.who.Principal, Subject: ex.who.Subject}
 }
 
+// tasksOf is where the request's task reads and cancels go: a replay's
+// cancel nothing.
+func (h *Handler) tasksOf(ex *exchange) engine.Tasks {
+	if ex.replayTasks != nil {
+		return ex.replayTasks
+	}
+	return h.opts.Tasks
+}
+
 func (h *Handler) taskNotFound(ex *exchange) error {
 	rerr := newError(codeInvalidParams, errTaskNotFound, http.StatusBadRequest, nil)
 	if ex != nil {
@@ -63,10 +72,11 @@ func (h *Handler) taskNotFound(ex *exchange) error {
 
 // reachTask reads a task the request may reach.
 func (h *Handler) reachTask(ex *exchange, id string) (engine.Task, error) {
-	if h.opts.Tasks == nil {
+	tasks := h.tasksOf(ex)
+	if tasks == nil {
 		return engine.Task{}, h.taskNotFound(ex)
 	}
-	task, err := h.opts.Tasks.Get(ex.ctx, ex.taskScope(), id)
+	task, err := tasks.Get(ex.ctx, ex.taskScope(), id)
 	return task, h.taskError(ex, err)
 }
 
@@ -116,10 +126,11 @@ func (h *Handler) getTask(ex *exchange, id string) (*mcpkit.GetTaskResult, error
 // and this request. A cancellation is not a business write, so it takes
 // effect on a server in preview mode too.
 func (h *Handler) cancelTask(ex *exchange, id string) (*mcpkit.AckResult, error) {
-	if h.opts.Tasks == nil {
+	tasks := h.tasksOf(ex)
+	if tasks == nil {
 		return nil, h.taskNotFound(ex)
 	}
-	task, err := h.opts.Tasks.Cancel(ex.ctx, ex.taskScope(), id,
+	task, err := tasks.Cancel(ex.ctx, ex.taskScope(), id,
 		engine.CancelledBy{Principal: ex.who.Principal, Subject: ex.who.Subject, ExecutionID: ex.executionID})
 	if err := h.taskError(ex, err); err != nil {
 		return nil, err

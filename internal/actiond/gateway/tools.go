@@ -149,6 +149,7 @@ func (ex *exchange) newCall(tool *Tool, args map[string]any) *engine.Call {
 		// What a client can read decides whether invoke may start an agent.
 		TasksExtension: ex.req.hasExtension(mcpkit.TasksExtension),
 		TaskTools:      ex.server.offersTaskTools(),
+		Tasks:          ex.replayTasks,
 	}
 }
 

@@ -43,7 +43,11 @@ func (e *executionRecord) Preview() bool                 { return e.rec.Preview 
 func (e *executionRecord) ParentID() *string             { return optional(e.rec.ParentID) }
 func (e *executionRecord) SessionID() *string            { return optional(e.rec.SessionID) }
 func (e *executionRecord) StartedBy() *string            { return optional(e.rec.StartedBy) }
-func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedAt }
+
+// NotStarted reads whether the execution is a task a replay recorded as not
+// started: it says so in its invocation.
+func (e *executionRecord) NotStarted() bool     { return store.NotStarted(e.rec) }
+func (e *executionRecord) StartedAt() time.Time { return e.rec.StartedAt }
 
 func (e *executionRecord) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
@@ -20,6 +21,20 @@ import (
 // runs it as it would serve it.
 type Replayer interface {
 	Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error)
+	// Rerun starts a task's agent again, and returns the new task's ID.
+	Rerun(ctx context.Context, r RerunRequest) (string, error)
+}
+
+// RerunRequest is one task to start again: Original is the task's
+// execution, Agent the agent at the version it ran; who reruns as in a
+// ReplayRequest.
+type RerunRequest struct {
+	Account                    string
+	Original                   *store.Execution
+	Agent                      action.Target
+	Principal, Subject, Client string
+	Claims                     map[string]any
+	Layers                     []policy.Layer
 }
 
 // ReplayRequest is one replay to run.
@@ -133,6 +148,8 @@ func replayable(ctx context.Context, id string) (*store.Execution, []*store.Exec
 		return nil, nil, newError(CodeNotFound, "executionId", "no execution with ID "+id+" that you can read", store.ErrNotFound)
 	}
 	switch {
+	case len(original.Draft) > 0:
+		return nil, nil, draftPreview("replayed")
 	case original.Role == store.RoleRefusal:
 		return nil, nil, badRequest("executionId", "this request was refused and ran nothing, so it cannot be replayed")
 	case original.Role != store.RoleRequest:
@@ -141,11 +158,58 @@ func replayable(ctx context.Context, id string) (*store.Execution, []*store.Exec
 		return nil, nil, badRequest("executionId", "this request is still running: replay it once it has ended")
 	}
 	var calls []*store.Execution
+	previewed := false
 	err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
 		calls, err = tx.Executions(ctx, store.ExecutionFilter{Account: st.env.Account, ParentID: original.ID})
+		if err != nil {
+			return err
+		}
+		previewed, err = ranDraft(ctx, tx, st.env.Account, original.ID, calls)
 		return err
 	})
+	if err == nil && previewed {
+		return nil, nil, draftPreview("replayed")
+	}
 	return original, calls, err
+}
+
+// draftPreview refuses a draft's preview: it is never rerun or replayed
+// (ACT-479, ACT-480).
+func draftPreview(what string) error {
+	err := badRequest("executionId", "this is a draft's preview, which is never %s: preview the draft again with invoke", what)
+	err.Hint = "Call invoke with the draft again; replay or rerun only what stored versions ran."
+	return err
+}
+
+// ranDraft says whether a request previewed a draft: an execution beneath
+// it, or a task it started, ran an unpublished definition. Only invoke
+// runs a draft, directly or beneath a program, so a request that called
+// neither costs no reads.
+func ranDraft(ctx context.Context, tx *store.Tx, account, id string, calls []*store.Execution) (bool, error) {
+	if !slices.ContainsFunc(calls, invokes) {
+		return false, nil
+	}
+	started, err := tx.Executions(ctx, store.ExecutionFilter{Account: account, StartedBy: id})
+	if err != nil {
+		return false, err
+	}
+	pending := append(append([]*store.Execution{}, calls...), started...)
+	for len(pending) > 0 {
+		e := pending[0]
+		pending = pending[1:]
+		if len(e.Draft) > 0 {
+			return true, nil
+		}
+		if !invokes(e) {
+			continue // only invoke runs a draft, beneath it or as a task
+		}
+		beneath, err := tx.Executions(ctx, store.ExecutionFilter{Account: account, ParentID: e.ID})
+		if err != nil {
+			return false, err
+		}
+		pending = append(pending, beneath...)
+	}
+	return false, nil
 }
 
 // replayTarget is the server to replay against: a version, the latest, or a
@@ -205,6 +269,12 @@ func replayTarget(ctx context.Context, serverID string, version *int, draft map[
 	st.drafts[key] = target
 	st.mu.Unlock()
 	return target, true, nil
+}
+
+// invokes says whether a call is invoke's or program's, beneath which a
+// draft may have run.
+func invokes(e *store.Execution) bool {
+	return e.ActionID == "native:"+action.NativeInvoke || e.ActionID == "native:"+action.NativeProgram
 }
 
 func topLevel(calls []*store.Execution, parent string) []*store.Execution {

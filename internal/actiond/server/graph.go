@@ -106,3 +106,10 @@ func (r replayer) Replay(ctx context.Context, req graph.ReplayRequest) (*graph.R
 	}
 	return &graph.ReplayResult{Execution: out.Execution, Calls: out.Calls}, nil
 }
+
+func (r replayer) Rerun(ctx context.Context, req graph.RerunRequest) (string, error) {
+	return r.endpoint.Rerun(ctx, gateway.Rerun{
+		Account: req.Account, Original: req.Original, Agent: req.Agent,
+		Rerunner: gateway.ReplayPrincipal{Principal: req.Principal, Subject: req.Subject, Client: req.Client, Claims: req.Claims, Layers: req.Layers},
+	})
+}

@@ -385,3 +385,15 @@ func truthy(v any) bool {
 	}
 	return false
 }
+
+// NotStarted says whether e is a task a replay recorded as not started,
+// which its invocation says: it never ran, so it cannot be rerun.
+func NotStarted(e *Execution) bool {
+	if e.Role != RoleTask || len(e.Invocation) == 0 {
+		return false
+	}
+	var invocation struct {
+		NotStarted bool `json:"notStarted"`
+	}
+	return json.Unmarshal(e.Invocation, &invocation) == nil && invocation.NotStarted
+}

@@ -93,6 +93,7 @@ type ComplexityRoot struct {
 		Input                   func(childComplexity int) int
 		Invocation              func(childComplexity int) int
 		McpRequest              func(childComplexity int) int
+		NotStarted              func(childComplexity int) int
 		Output                  func(childComplexity int) int
 		ParentID                func(childComplexity int) int
 		Preview                 func(childComplexity int) int
@@ -113,6 +114,7 @@ type ComplexityRoot struct {
 		CreateAction    func(childComplexity int, id string, input map[string]any) int
 		DeleteAction    func(childComplexity int, id string) int
 		ReplayExecution func(childComplexity int, executionID string, version *int, draft map[string]any, model *model.ReplayModel) int
+		RerunExecution  func(childComplexity int, executionID string) int
 		UpdateAction    func(childComplexity int, id string, input map[string]any) int
 	}
 
@@ -632,6 +634,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.McpRequest(childComplexity), true
+	case "ActionExecution.notStarted":
+		if e.ComplexityRoot.ActionExecution.NotStarted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.NotStarted(childComplexity), true
 	case "ActionExecution.output":
 		if e.ComplexityRoot.ActionExecution.Output == nil {
 			break
@@ -755,6 +763,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionsMutation.ReplayExecution(childComplexity, args["executionId"].(string), args["version"].(*int), args["draft"].(map[string]any), args["model"].(*model.ReplayModel)), true
+	case "ActionsMutation.rerunExecution":
+		if e.ComplexityRoot.ActionsMutation.RerunExecution == nil {
+			break
+		}
+
+		args, err := ec.field_ActionsMutation_rerunExecution_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.ActionsMutation.RerunExecution(childComplexity, args["executionId"].(string)), true
 	case "ActionsMutation.updateAction":
 		if e.ComplexityRoot.ActionsMutation.UpdateAction == nil {
 			break
@@ -2018,6 +2037,13 @@ type ActionExecution {
   sessionId: String
   "The request that started this execution: for a task, the tools/call that created it."
   startedBy: ID
+  """
+  The seed's startedBy.notStarted: a task a replay would have started,
+  recorded as not started (CANCELLED, preview, with the agent's input) and
+  never queued. Such a task never ran, so it cannot be rerun. startedBy
+  stays the starting execution's ID for the readers that follow it.
+  """
+  notStarted: Boolean!
   "Who cancelled the execution, and with which request."
   cancelledBy: CancelledBy
   rolledBackByExecutionId: ID
@@ -2165,6 +2191,18 @@ extend type ActionsMutation {
   original request's claims, then the server's and each tool's.
   """
   replayExecution(executionId: ID!, version: Int, draft: ActionUpdateInput, model: ReplayModel): ExecutionReplay!
+  """
+  Reruns a task (an execution of role task) that its request did start: a
+  new start of the same agent version with the same input, by you (your
+  principal, user and claims), in the task's server and session, in preview
+  mode when the task was a preview. Its startedBy names the task it reruns.
+  You need INVOKE on the server. A request is never rerun (a request runs
+  only when its endpoint serves it: replay it instead), nor a draft's
+  preview (preview the draft again), nor a task a replay recorded as not
+  started, which never ran. The local root has no principal to run an
+  agent as: rerun with a principal's token.
+  """
+  rerunExecution(executionId: ID!): ActionExecution!
 }
 
 "A replay beside the request it reran."
@@ -2314,6 +2352,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_sessionId(ctx, field)
 	case "startedBy":
 		return ec.fieldContext_ActionExecution_startedBy(ctx, field)
+	case "notStarted":
+		return ec.fieldContext_ActionExecution_notStarted(ctx, field)
 	case "cancelledBy":
 		return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
 	case "rolledBackByExecutionId":
@@ -2340,6 +2380,8 @@ func (ec *executionContext) childFields_ActionsMutation(ctx context.Context, fie
 		return ec.fieldContext_ActionsMutation_closeSession(ctx, field)
 	case "replayExecution":
 		return ec.fieldContext_ActionsMutation_replayExecution(ctx, field)
+	case "rerunExecution":
+		return ec.fieldContext_ActionsMutation_rerunExecution(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActionsMutation", field.Name)
 }
@@ -2967,6 +3009,20 @@ func (ec *executionContext) field_ActionsMutation_replayExecution_args(ctx conte
 		return nil, err
 	}
 	args["model"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_ActionsMutation_rerunExecution_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "executionId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["executionId"] = arg0
 	return args, nil
 }
 
@@ -4723,6 +4779,29 @@ func (ec *executionContext) fieldContext_ActionExecution_startedBy(_ context.Con
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ID")
 }
 
+func (ec *executionContext) _ActionExecution_notStarted(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_notStarted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotStarted(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_notStarted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "Boolean")
+}
+
 func (ec *executionContext) _ActionExecution_cancelledBy(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5061,6 +5140,50 @@ func (ec *executionContext) fieldContext_ActionsMutation_replayExecution(ctx con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_ActionsMutation_replayExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ActionsMutation_rerunExecution(ctx context.Context, field graphql.CollectedField, obj model.ActionsMutation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionsMutation_rerunExecution(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return obj.RerunExecution(fc.Args["executionId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Execution) graphql.Marshaler {
+			return ec.marshalNActionExecution2githubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐExecution(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionsMutation_rerunExecution(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ActionsMutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ActionExecution(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_ActionsMutation_rerunExecution_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -10660,6 +10783,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "notStarted":
+			out.Values[i] = ec._ActionExecution_notStarted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "cancelledBy":
 			out.Values[i] = ec._ActionExecution_cancelledBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -10735,6 +10863,11 @@ func (ec *executionContext) _ActionsMutation(ctx context.Context, sel ast.Select
 			}
 		case "replayExecution":
 			out.Values[i] = ec._ActionsMutation_replayExecution(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rerunExecution":
+			out.Values[i] = ec._ActionsMutation_rerunExecution(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -25,6 +25,7 @@ type (
 		DeleteAction(id string) (Action, error)
 		CloseSession(actionID string, sessionID string) (Session, error)
 		ReplayExecution(executionID string, version *int, draft map[string]any, model *ReplayModel) (*ExecutionReplay, error)
+		RerunExecution(executionID string) (Execution, error)
 	}
 	KVMutation interface {
 		Put(namespace string, key string, value JSON) (*KVValue, error)
@@ -88,6 +89,7 @@ type Execution interface {
 	Uses(ctx context.Context) ([]*ExecutionUse, error)
 	SessionID() *string
 	StartedBy() *string
+	NotStarted() bool
 	CancelledBy() *CancelledBy
 	RolledBackByExecutionID() *string
 	Draft() JSON
