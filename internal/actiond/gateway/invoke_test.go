@@ -774,8 +774,10 @@ func TestInvokedToolResults(t *testing.T) {
 	})
 }
 
-// ACT-456, ACT-478: an agent invoke counts against the session's and the
-// user's 32 unfinished tasks: the 33rd is start_limit and starts nothing.
+// ACT-193, ACT-456, ACT-478: agent runs started by invoke count against the
+// session's and the user's 32 unfinished tasks together with those a
+// tools/call started: after 16 of each, the 33rd of either kind is
+// start_limit and starts nothing.
 // A read that returns an invoked agent's output records a use of its
 // execution.
 func TestInvokedAgentsCountAgainstTheTaskLimit(t *testing.T) {
@@ -785,10 +787,16 @@ func TestInvokedAgentsCountAgainstTheTaskLimit(t *testing.T) {
 		agentID := at.NewID()
 		env.CreateAction(agentID, at.AgentSpec{Name: "writer", Model: "writer", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
 			Tools: []map[string]any{at.Ref("stamp")}, Policies: at.Everything()}.Input())
-		serverID := builderServer(env, "busy", at.Ref("get_task"), at.Ref("cancel_task"))
+		serverID := builderServer(env, "busy", at.Ref("get_task"), at.Ref("cancel_task"), at.Ref("writer"))
 		s := env.Connect("busy", env.Token(principal, "alice"), at.Revision2026)
+		for i := range 16 {
+			res := callTool(t, s, "writer", map[string]any{"k": fmt.Sprintf("called-%d", i), "intent": "Start the writer."})
+			if res.IsError {
+				t.Fatalf("tools/call %d: %s", i, text(res))
+			}
+		}
 		var first string
-		for i := range 32 {
+		for i := range 16 {
 			res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": fmt.Sprintf("busy-%d", i)}})
 			if res.IsError {
 				t.Fatalf("invoke %d: %s", i, text(res))
@@ -797,11 +805,22 @@ func TestInvokedAgentsCountAgainstTheTaskLimit(t *testing.T) {
 				first = structured(res)["task_id"].(string)
 			}
 		}
+		if n := len(tasksOf(env, agentID)); n != 32 {
+			t.Fatalf("%d tasks after 16 tools/call and 16 invoke starts, want 32", n)
+		}
 		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "one-too-many"}})
 		if !res.IsError || toolErrorCode(res) != "start_limit" || len(tasksOf(env, agentID)) != 32 {
-			t.Errorf("the 33rd invoke: %v %s %s, %d tasks", res.IsError, toolErrorCode(res), text(res), len(tasksOf(env, agentID)))
+			t.Errorf("the 33rd start, an invoke: %v %s %s, %d tasks", res.IsError, toolErrorCode(res), text(res), len(tasksOf(env, agentID)))
+		}
+		res = callTool(t, s, "writer", map[string]any{"k": "one-too-many", "intent": "Start the writer once more."})
+		if !res.IsError || toolErrorCode(res) != "start_limit" || len(tasksOf(env, agentID)) != 32 {
+			t.Errorf("the 33rd start, a tools/call: %v %s %s, %d tasks", res.IsError, toolErrorCode(res), text(res), len(tasksOf(env, agentID)))
 		}
 
+		// The workers may all be holding tools/call starts: let those end.
+		for i := range 16 {
+			g.open(fmt.Sprintf("called-%d", i))
+		}
 		g.open("busy-0")
 		waitExecution(t, env, first, "SUCCEEDED")
 		read := callTool(t, s, "get_task", map[string]any{"task_id": first, "intent": "Read the first agent's result."})
