@@ -22,6 +22,7 @@ import (
 type screen struct {
 	t      *testing.T
 	socket string
+	status string // the file the launcher writes isx's exit status to
 }
 
 // screenTimeout bounds waiting for what a key or a change brings about.
@@ -38,7 +39,11 @@ func startScreen(t *testing.T, x *cli, width, height int, env []string, args ...
 	s := &screen{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	vars := append(append(x.baseEnv(), x.env...), "TERM=xterm-256color")
 	vars = append(vars, env...)
-	script := "#!/bin/sh\nexec env -i"
+	// The shell stays isx's parent and writes its exit status down:
+	// under load tmux has been seen to leave an exited isx a zombie for
+	// longer than screenTimeout without marking its pane dead.
+	s.status = filepath.Join(dir, "status")
+	script := "#!/bin/sh\nenv -i"
 	for _, kv := range vars {
 		script += " " + shellWord(kv)
 	}
@@ -46,6 +51,7 @@ func startScreen(t *testing.T, x *cli, width, height int, env []string, args ...
 	for _, arg := range args {
 		script += " " + shellWord(arg)
 	}
+	script += "\necho $? > " + shellWord(s.status+".new") + " && mv " + shellWord(s.status+".new") + " " + shellWord(s.status)
 	launcher := filepath.Join(dir, "isx.sh")
 	if err := os.WriteFile(launcher, []byte(script+"\n"), 0o700); err != nil {
 		t.Fatal(err)
@@ -139,12 +145,9 @@ func (s *screen) exited() string {
 	ctx, cancel := context.WithTimeout(context.Background(), screenTimeout)
 	defer cancel()
 	err := incustest.Poll(ctx, 20*time.Millisecond, func() bool {
-		dead := strings.Fields(s.tmux("display-message", "-p", "-t", "isx", "#{pane_dead} #{pane_dead_status}"))
-		if len(dead) == 2 && dead[0] == "1" {
-			status = dead[1]
-			return true
-		}
-		return false
+		written, err := os.ReadFile(s.status)
+		status = strings.TrimSpace(string(written))
+		return err == nil
 	})
 	if err != nil {
 		s.t.Fatalf("isx did not exit; its goroutines, dumped by SIGQUIT:\n%s", s.dump())
@@ -157,6 +160,10 @@ func (s *screen) exited() string {
 func (s *screen) dump() string {
 	s.t.Helper()
 	pid := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "isx", "#{pane_pid}"))
+	// The pane runs the launcher's shell; isx is its child.
+	if children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children"); err == nil && len(strings.Fields(string(children))) > 0 {
+		pid = strings.Fields(string(children))[0]
+	}
 	tty := strings.TrimSpace(s.tmux("display-message", "-p", "-t", "isx", "#{pane_tty}"))
 	var facts strings.Builder
 	for _, f := range []string{"wchan", "stat", "status"} {
@@ -177,7 +184,8 @@ func (s *screen) dump() string {
 	ctx, cancel := context.WithTimeout(context.Background(), screenTimeout)
 	defer cancel()
 	_ = incustest.Poll(ctx, 20*time.Millisecond, func() bool {
-		return strings.HasPrefix(s.tmux("display-message", "-p", "-t", "isx", "#{pane_dead}"), "1")
+		_, err := os.Stat(s.status)
+		return err == nil
 	})
 	return s.tmux("capture-pane", "-p", "-S", "-5000", "-t", "isx")
 }
