@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,24 +99,6 @@ func (h *claudeHost) credentials() credentials {
 	return credentials{}
 }
 
-// syncBuffer collects what a terminal shows.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // login runs `claude mcp login actiond` on a terminal, as a person does,
 // hands the URL it opens to approve, and waits for it to finish.
 func (h *claudeHost) login(approve func(authorizeURL string)) string {
@@ -129,7 +110,7 @@ func (h *claudeHost) login(approve func(authorizeURL string)) string {
 		h.t.Fatal(err)
 	}
 	defer terminal.Close()
-	var shown syncBuffer
+	var shown at.SyncBuffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)

@@ -70,22 +70,24 @@ type Process struct {
 	URL, PublicURL string
 	Store          store.Options
 	cmd            *exec.Cmd
-	stderr         *syncBuffer
+	stderr         *SyncBuffer
 	exited         chan struct{}
 }
 
-type syncBuffer struct {
+// SyncBuffer collects a process's or a terminal's output while a test
+// reads it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -103,7 +105,7 @@ func StartProcess(t testing.TB, binary string, opts store.Options, publicURL str
 	}
 	args := append([]string{"serve", "--addr", addr, "--public-url", publicURL}, StoreArgs(opts)...)
 	args = append(args, extra...)
-	p := &Process{T: t, Binary: binary, Addr: addr, URL: url, PublicURL: publicURL, Store: opts, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &Process{T: t, Binary: binary, Addr: addr, URL: url, PublicURL: publicURL, Store: opts, stderr: &SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
