@@ -135,6 +135,9 @@ func (j *job) run(ctx context.Context) error {
 	if err := j.cloneRepos(ctx); err != nil {
 		return err
 	}
+	if err := instance.NameHostOnCopy(ctx, j.Client, j.instance); err != nil {
+		return failure(CodeBuildFailed, j.def.Name, err, "naming the host of the template's copies")
+	}
 	if err := j.stamp(ctx); err != nil {
 		return err
 	}

@@ -69,18 +69,6 @@ func (c *Client) PushFile(ctx context.Context, instance, filename string, conten
 	return c.pushFile(ctx, instance, p, content, opts)
 }
 
-// OverwriteFile writes content to a file inside the instance in one
-// request: an existing file keeps its mode and owner (Incus's own way),
-// a new one gets opts'. It is PushFile without the look PushFile takes
-// first, for a file whose mode and owner may stay as they are.
-func (c *Client) OverwriteFile(ctx context.Context, instance, filename string, content io.Reader, opts FileOptions) error {
-	p, err := filePath(filename)
-	if err != nil {
-		return err
-	}
-	return c.pushFile(ctx, instance, p, content, opts)
-}
-
 // pushFile writes the file without looking first: for a path known not to
 // exist, or when an existing file's mode and owner may stay.
 func (c *Client) pushFile(ctx context.Context, instance, p string, content io.Reader, opts FileOptions) error {

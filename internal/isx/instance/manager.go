@@ -60,12 +60,10 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 	if err != nil {
 		return err
 	}
-	// Made stopped, so that it boots with its own host name.
-	create.Start = false
 	err = m.Client.CreateInstance(ctx, create)
 	switch {
 	case err == nil:
-		err = m.nameHost(ctx, opts.Name)
+		return nil
 	case errors.Is(err, incus.ErrConflict):
 		// Incus says so with its database's constraint, which tells a
 		// person nothing more.
@@ -76,12 +74,6 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 		return NewError(CodeExists, opts.Name, err, "an instance named %s is being made in project %s by another caller right now", opts.Name, m.project())
 	case errors.Is(err, incus.ErrUnavailable):
 		return err
-	}
-	if err == nil && !opts.NoStart {
-		err = m.Client.StartInstance(ctx, opts.Name)
-	}
-	if err == nil {
-		return nil
 	}
 	failed := NewError(CodeBranchFailed, opts.Name, err, "making %s from %s failed", opts.Name, opts.From)
 	if cleanupErr := m.removeHalfMade(ctx, opts.Name); cleanupErr != nil {

@@ -216,6 +216,34 @@ func TestBranchHostNameIsTheName(t *testing.T) {
 	}
 }
 
+// The templates NameHostOnCopy leaves keep the rest of /etc/hosts as it
+// was, braces and all (they are pongo2 templates, where braces are markup),
+// and name the copy, not its source.
+func TestNameHostOnCopyKeepsHostsLiteral(t *testing.T) {
+	c := incustest.Project(t)
+	ctx := testContext(t)
+	if err := c.CreateInstance(ctx, incus.InstanceCreate{Name: "src", Source: incus.ImageSource(incustest.BusyBox), Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	hosts := "127.0.0.1 localhost\n127.0.1.1 src\n# {{ x }} {% y %} {# z #}\n"
+	if err := c.PushFile(ctx, "src", "/etc/hosts", strings.NewReader(hosts), incus.FileOptions{Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	if err := instance.NameHostOnCopy(ctx, c, "src"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopInstance(ctx, "src", incus.StopOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateInstance(ctx, incus.InstanceCreate{Name: "dst", Source: incus.CopySource("src", true), Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := exec(t, c, "dst", "cat /etc/hostname /etc/hosts")
+	if want := "dst\n127.0.0.1 localhost\n127.0.1.1\tdst\n# {{ x }} {% y %} {# z #}\n"; got != want {
+		t.Errorf("the copy's /etc/hostname and /etc/hosts: got %q, want %q", got, want)
+	}
+}
+
 func TestHostsWithName(t *testing.T) {
 	for hosts, want := range map[string]string{
 		"127.0.0.1 localhost\n127.0.1.1 isx\n::1 localhost\n": "127.0.0.1 localhost\n127.0.1.1\tweb\n::1 localhost\n",

@@ -48,7 +48,11 @@ func TestStreamedCallInFlightISX175ISX179(t *testing.T) {
 	w.start(w.options(clock.Real{}))
 	w.branch("s", busyboxAccounts, instance.NetworkProxyOnly)
 	done := w.execLater("s", routeCall(w.secret("s"))+" -stream")
-	during := w.waitActivity("s", "the streamed call to be in flight", func(a proxy.Activity) bool { return a.RequestsInFlight == 1 })
+	// In flight comes when the request arrives, the tokens when the
+	// stream's first event has passed through, so wait for both.
+	during := w.waitActivity("s", "the streamed call to be in flight with its start counted", func(a proxy.Activity) bool {
+		return a.RequestsInFlight == 1 && a.InputTokens > 0
+	})
 	if during.IdleSeconds != nil || during.Requests != 1 || during.TrafficInFlight != 1 {
 		t.Errorf("while the stream is open: %+v", during)
 	}
