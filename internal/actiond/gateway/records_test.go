@@ -198,13 +198,15 @@ def run(event):
     return {"n": n + 1}
 `
 
-func defineBump(env *at.Env) string {
+// defineBump defines the server counter with the tool bump; a
+// responseTimeout not "" is the server's.
+func defineBump(env *at.Env, responseTimeout string) string {
 	defineGate(env)
 	env.CreateAction(at.NewID(), at.StarlarkTool("bump", bumpSource, at.Object(map[string]any{"key": at.String(), "spins": at.Integer()}, "key"),
 		[]map[string]any{at.Ref("gate"), at.Ref("graphql")}))
 	serverID := at.NewID()
 	env.CreateAction(serverID, at.ServerSpec{Name: "counter", Intent: "NONE", Mode: "LIVE", Policies: at.Everything(),
-		Tools: []map[string]any{at.Ref("bump")}}.Input())
+		Tools: []map[string]any{at.Ref("bump")}, ResponseTimeout: responseTimeout}.Input())
 	env.MustGraphQL(`mutation { kv { put(namespace: "c", key: "n", value: {n: 0}) { key } } }`, nil)
 	return serverID
 }
@@ -222,7 +224,7 @@ func bumpRequest(rev, key string, spins int) ([]byte, http.Header) {
 // not applied.
 func TestFailedCommitSendsNoContent(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
-		serverID := defineBump(env)
+		serverID := defineBump(env, "")
 		key := gateKey(t)
 		replies := make([]at.Reply, 2)
 		var wg sync.WaitGroup
@@ -299,12 +301,15 @@ func TestFailedCommitSendsNoContent(t *testing.T) {
 // store's lock timeout, and the client gets an error and no content: on
 // Postgres another connection holds the written row FOR UPDATE, on SQLite
 // another connection holds the database's write lock past the busy timeout.
-// On SQLite the lock outlasts the fallback record too, so the request stays
-// RUNNING with no output: a record that claims no answer. On Postgres the
-// fallback touches no locked row and records the request FAILED.
+// On SQLite the lock outlasts the fallback record too, so while it is held
+// the request stays RUNNING with no output, a record that claims no answer,
+// and once it is released the kept write records it FAILED. On Postgres the
+// fallback touches no locked row and records the request FAILED at once.
+// The server's response timeout is short, as the fallback is tried until
+// that deadline before the client is answered.
 func TestLockedCommitSendsNoContent(t *testing.T) {
 	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
-		serverID := defineBump(env)
+		serverID := defineBump(env, "5s")
 		db := env.OpenDatabase()
 		c := ctx(t)
 		conn, err := db.Conn(c)
@@ -345,19 +350,29 @@ func TestLockedCommitSendsNoContent(t *testing.T) {
 			lock() // while the tool runs: admission needs the write lock too
 		}
 		reply := <-replied
-		tx.Rollback()
 		if reply.Status != 503 || reply.DataCode() != "mcp_transaction_error" || reply.Result() != nil || strings.Contains(string(reply.Body), "content") {
+			tx.Rollback()
 			t.Fatalf("a locked commit answered %s", reply)
 		}
+		// Read while the lock is held: SQLite's readers do not wait on it.
 		request := last(t, requests(env, serverID, "tools/call"))
+		tx.Rollback()
+		failedAsAnswered := func(request map[string]any) bool {
+			return request["status"] == "FAILED" && jsonEqual(at.Dig(request, "output", "error"), at.Dig(reply.RPC, "error"))
+		}
 		if env.Dialect == store.Postgres {
 			// The fallback record touches no locked row: FAILED, with the
 			// error its client got.
-			if request["status"] != "FAILED" || !jsonEqual(at.Dig(request, "output", "error"), at.Dig(reply.RPC, "error")) {
+			if !failedAsAnswered(request) {
 				t.Errorf("the request whose completion could not commit reads %v with output %s", request["status"], asJSON(request["output"]))
 			}
-		} else if request["status"] != "RUNNING" || request["output"] != nil {
-			t.Errorf("the request whose records could not commit reads %v with output %s", request["status"], asJSON(request["output"]))
+		} else {
+			if request["status"] != "RUNNING" || request["output"] != nil {
+				t.Errorf("while the lock is held, the request whose records could not commit reads %v with output %s", request["status"], asJSON(request["output"]))
+			}
+			waitFor(t, "the kept record write to settle the request FAILED", func() bool {
+				return failedAsAnswered(last(t, requests(env, serverID, "tools/call")))
+			})
 		}
 		if got := at.Dig(env.KV("c", "n"), "n"); got != 0.0 {
 			t.Errorf("counter %v, want 0: nothing was committed", got)
