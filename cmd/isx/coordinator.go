@@ -37,7 +37,7 @@ type coordinatorProbe struct {
 // An instance the proxy could not admit has nothing to answer it:
 // admitted says why.
 func (a *app) probeCoordinator(ctx context.Context, client *incus.Client, name string, admitted error) coordinatorProbe {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	var p coordinatorProbe
 	if admitted != nil {
@@ -108,12 +108,27 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // claudeHasISX runs `claude mcp list` in the instance as the agent user.
+// Its health check of isx is a first connection, which on a loaded host
+// can outlast Claude Code's default timeout though isx mcp answered the
+// probe: the check gets a minute, and a failed one is asked once more.
 func claudeHasISX(ctx context.Context, client *incus.Client, name string) string {
+	said := ""
+	for try := 0; try < 2; try++ {
+		said = askClaude(ctx, client, name)
+		if !strings.Contains(said, "Failed to connect") {
+			break
+		}
+	}
+	return said
+}
+
+func askClaude(ctx context.Context, client *incus.Client, name string) string {
 	res, err := client.Exec(ctx, name, incus.ExecRequest{
 		Command: []string{"sh", "-c", "command -v claude >/dev/null 2>&1 || exit 3; . " + instance.ProfileFile + "; cd && claude mcp list 2>&1"},
 		UID:     1000, GID: 1000, Cwd: instance.AgentHome,
-		Env:     map[string]string{"HOME": instance.AgentHome, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Timeout: time.Minute,
+		Env: map[string]string{"HOME": instance.AgentHome, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"MCP_TIMEOUT": "60000"},
+		Timeout: 90 * time.Second,
 	})
 	switch {
 	case err != nil:

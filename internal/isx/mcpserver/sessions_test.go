@@ -136,12 +136,16 @@ func TestSessionsAndAdoption(t *testing.T) {
 }
 
 // max-instances counts the host user's MCP instances across sessions,
-// orphans and kept ones included.
+// orphans and kept ones included, and not another host user's.
 //
-// ISX-056, ISX-057.
+// ISX-056, ISX-057, ISX-058.
 func TestMaxInstancesAcrossSessionsISX056(t *testing.T) {
 	e := newEnv(t, buildtest.BusyBox)
 	e.writeMCP("templates: [tpl-test-busybox]\nmax-instances: 2\n")
+	// Another host user holds two MCP instances in the same project.
+	for _, name := range []string{"theirs-1", "theirs-2"} {
+		e.mcpInstance(t, name, "somebody-else", orphanOpts{session: "another-users-session"})
+	}
 	a := e.start(sessionOptions{})
 	b := e.start(sessionOptions{})
 	var made CreateInstanceResult
@@ -152,8 +156,8 @@ func TestMaxInstancesAcrossSessionsISX056(t *testing.T) {
 		t.Errorf("limit refusal: %v", meta["message"])
 	}
 	b.refused("create_instance", map[string]any{"template": "tpl-test-busybox"}, CodeLimit)
-	if n := len(e.mcpInstances()); n != 2 {
-		t.Fatalf("%d MCP instances, want 2", n)
+	if n := len(e.mcpInstances()); n != 4 {
+		t.Fatalf("%d MCP instances, want the user's 2 and the other user's 2", n)
 	}
 	a.ok("keep_instance", map[string]any{"instance": made.Instance}, nil)
 	b.refused("create_instance", map[string]any{"template": "tpl-test-busybox"}, CodeLimit)
