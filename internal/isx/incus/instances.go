@@ -273,9 +273,19 @@ type StopOptions struct {
 	Timeout time.Duration
 }
 
-// StopInstance stops a running instance and waits until it has.
+// StopInstance stops a running instance and waits until it has. An
+// instance found stopped after a failed stop is stopped as asked: a
+// container whose init exits while Incus stops it fails the stop with
+// "container is not running".
 func (c *Client) StopInstance(ctx context.Context, name string, opts StopOptions) error {
-	return c.stopOrRestart(ctx, name, "stop", opts)
+	err := c.stopOrRestart(ctx, name, "stop", opts)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if inst, _, getErr := c.GetInstance(ctx, name); getErr == nil && inst.Status == StatusStopped {
+		return nil
+	}
+	return err
 }
 
 // RestartInstance restarts a running instance, stopping it as opts say.

@@ -97,6 +97,10 @@ func TestInstanceLifecycle(t *testing.T) {
 	if inst, _, err := c.GetInstance(ctx, "alpha"); err != nil || inst.Status != incus.StatusStopped {
 		t.Fatalf("after stop: %+v, %v", inst, err)
 	}
+	// Incus refuses to stop a stopped instance; it is stopped as asked.
+	if err := c.StopInstance(ctx, "alpha", incus.StopOptions{Force: true}); err != nil {
+		t.Errorf("stopping a stopped instance: %v, want no error", err)
+	}
 
 	if err := c.RenameInstance(ctx, "alpha", "beta"); err != nil {
 		t.Fatal(err)
