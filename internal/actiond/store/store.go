@@ -9,7 +9,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -194,8 +196,8 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(postgresConnections)
+	db.SetMaxIdleConns(postgresConnections)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: cannot reach Postgres at %s: %w", redactDSN(opts.PostgresDSN), err)
@@ -283,8 +285,19 @@ func (s *Store) Read(ctx context.Context, fn func(*Tx) error) error {
 	return s.run(ctx, s.reader, true, fn)
 }
 
+// postgresConnections bounds the Postgres pool, idle connections included.
+const postgresConnections = 32
+
 func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(*Tx) error) error {
-	sqlTx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly && s.dialect == Postgres})
+	options := &sql.TxOptions{ReadOnly: readOnly && s.dialect == Postgres}
+	sqlTx, err := db.BeginTx(ctx, options)
+	// A pooled connection the server has ended (a restart, a terminated
+	// backend) fails at its first use, which is this BEGIN: nothing ran
+	// on it, so begin again on the next. Every idle one may have been
+	// ended at once, hence as many tries as the pool holds.
+	for try := 0; err != nil && s.dialect == Postgres && connectionEnded(err) && ctx.Err() == nil && try < postgresConnections; try++ {
+		sqlTx, err = db.BeginTx(ctx, options)
+	}
 	if err != nil {
 		return s.classify(fmt.Errorf("store: begin: %w", err))
 	}
@@ -311,6 +324,17 @@ func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(*Tx)
 }
 
 // classify turns the database's words for "too busy" into ErrContention.
+// connectionEnded reports whether err says the server ended the
+// connection: an operator or a shutdown terminated it (class 57P), or it
+// was closed under the client.
+func connectionEnded(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err)
+}
+
 func (s *Store) classify(err error) error {
 	if err == nil || errors.Is(err, ErrContention) {
 		return err
