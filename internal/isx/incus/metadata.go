@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -65,9 +65,9 @@ func (c *Client) putTemplateFile(ctx context.Context, instance, name, content st
 		method: "POST",
 		path:   apiPath("instances", instance, "metadata", "templates"),
 		query:  url.Values{"path": {name}},
-		body:   io.Reader(strings.NewReader(content)),
+		body:   strings.NewReader(content),
+		header: http.Header{"Content-Type": {"application/octet-stream"}},
 	}
-	r.header = map[string][]string{"Content-Type": {"application/octet-stream"}}
 	if _, err := c.get(ctx, r, nil); err != nil {
 		return fmt.Errorf("writing the template file %s of %q: %w", name, instance, err)
 	}
