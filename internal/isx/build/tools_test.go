@@ -81,7 +81,7 @@ func TestToolThatCannotBeInstalled(t *testing.T) {
 			t.Errorf("%s: %v (code %s), want %s about %q", tc.template, err, coded.CodeOf(err), build.CodeToolFailed, tc.want)
 		}
 		if names := instanceNames(t, c); strings.Join(names, " ") != buildtest.BusyBox {
-			t.Errorf("%s left %v behind", tc.template, names)
+			t.Errorf("%s left %v behind; the build said: %v", tc.template, names, err)
 		}
 	}
 }
