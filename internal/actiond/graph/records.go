@@ -201,16 +201,28 @@ func (e *executionRecord) Uses(ctx context.Context) ([]*model.ExecutionUse, erro
 	return out, nil
 }
 
-// execution reads one execution; nil when there is none.
-func execution(ctx context.Context, id string) (model.Execution, error) {
+// readableExecution reads one execution the reader may SELECT; found is
+// false when there is none, or none the reader may read.
+func readableExecution(ctx context.Context, id string) (rec *store.Execution, found bool, err error) {
 	st := current(ctx)
-	rec, found, err := permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
+	return permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
 		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
 			rec, err = tx.Execution(ctx, st.env.Account, id)
 			return err
 		})
 		return rec, err
 	})
+}
+
+// noReadableExecution refuses an execution ID readableExecution did not
+// find, alike whether it does not exist or may not be read.
+func noReadableExecution(id string) error {
+	return newError(CodeNotFound, "executionId", "no execution with ID "+id+" that you can read", store.ErrNotFound)
+}
+
+// execution reads one execution; nil when there is none.
+func execution(ctx context.Context, id string) (model.Execution, error) {
+	rec, found, err := readableExecution(ctx, id)
 	if !found {
 		return nil, err
 	}

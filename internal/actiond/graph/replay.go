@@ -133,19 +133,12 @@ func replayerName(access Access) string {
 // replayable reads the request to replay and its calls: only a finished
 // request, which the reader may read, can be replayed.
 func replayable(ctx context.Context, id string) (*store.Execution, []*store.Execution, error) {
-	st := current(ctx)
-	original, found, err := permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
-		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
-			rec, err = tx.Execution(ctx, st.env.Account, id)
-			return err
-		})
-		return rec, err
-	})
+	original, found, err := readableExecution(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !found {
-		return nil, nil, newError(CodeNotFound, "executionId", "no execution with ID "+id+" that you can read", store.ErrNotFound)
+		return nil, nil, noReadableExecution(id)
 	}
 	switch {
 	case len(original.Draft) > 0:
@@ -157,6 +150,7 @@ func replayable(ctx context.Context, id string) (*store.Execution, []*store.Exec
 	case original.Status == store.Running:
 		return nil, nil, badRequest("executionId", "this request is still running: replay it once it has ended")
 	}
+	st := current(ctx)
 	var calls []*store.Execution
 	previewed := false
 	err = st.env.Store.Read(ctx, func(tx *store.Tx) error {

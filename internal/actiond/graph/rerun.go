@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/incusspawn/isx/internal/actiond/graph/model"
-	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/coded"
@@ -62,19 +61,12 @@ func (m *actionsMutation) RerunExecution(executionID string) (model.Execution, e
 // which the reader may read, never a request, a draft's preview or a task a
 // replay recorded as not started.
 func rerunnable(ctx context.Context, id string) (*store.Execution, error) {
-	st := current(ctx)
-	original, found, err := permitted(ctx, policy.Select, registry.ResourceExecution, func() (rec *store.Execution, err error) {
-		err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
-			rec, err = tx.Execution(ctx, st.env.Account, id)
-			return err
-		})
-		return rec, err
-	})
+	original, found, err := readableExecution(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
-		return nil, newError(CodeNotFound, "executionId", "no execution with ID "+id+" that you can read", store.ErrNotFound)
+		return nil, noReadableExecution(id)
 	}
 	switch {
 	case len(original.Draft) > 0:
