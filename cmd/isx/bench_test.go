@@ -82,53 +82,46 @@ func BenchmarkBranch(b *testing.B) {
 		d.report(b)
 		medians["isx"] = d.median()
 	})
-	b.Run("incus-copy-start", func(b *testing.B) {
-		var d durations
-		b.StopTimer()
-		for i := 0; i < b.N; i++ {
-			name := fmt.Sprintf("incus-%d", i)
-			d.timed(b, func() {
-				for _, args := range [][]string{
-					{"copy", "--project", c.ProjectName(), buildtest.Debian, name},
-					{"start", "--project", c.ProjectName(), name},
-				} {
-					if out, err := exec.CommandContext(ctx, incusCLI, args...).CombinedOutput(); err != nil {
-						b.Fatalf("incus %v: %v\n%s", args, err, out)
+	// incusSteps times the incus commands steps gives for each
+	// iteration's instance, and keeps their median under key.
+	incusSteps := func(key, prefix string, steps func(name string) [][]string) func(*testing.B) {
+		return func(b *testing.B) {
+			var d durations
+			b.StopTimer()
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				d.timed(b, func() {
+					for _, args := range steps(name) {
+						if out, err := exec.CommandContext(ctx, incusCLI, args...).CombinedOutput(); err != nil {
+							b.Fatalf("incus %v: %v\n%s", args, err, out)
+						}
 					}
-				}
-			})
-			remove(name)
+				})
+				remove(name)
+			}
+			d.report(b)
+			medians[key] = d.median()
 		}
-		d.report(b)
-		medians["incus"] = d.median()
-	})
+	}
+	b.Run("incus-copy-start", incusSteps("incus", "incus", func(name string) [][]string {
+		return [][]string{
+			{"copy", "--project", c.ProjectName(), buildtest.Debian, name},
+			{"start", "--project", c.ProjectName(), name},
+		}
+	}))
 	// The same copy and start with the proxy device isx gives every
 	// instance that has a network: Incus waits for a proxy device's
 	// forkproxy by polling its log once a second, which is most of what
 	// isx adds.
-	b.Run("incus-copy-device-start", func(b *testing.B) {
-		var d durations
-		b.StopTimer()
-		socket := filepath.Join(b.TempDir(), "proxy.sock")
-		for i := 0; i < b.N; i++ {
-			name := fmt.Sprintf("incusdev-%d", i)
-			d.timed(b, func() {
-				for _, args := range [][]string{
-					{"copy", "--project", c.ProjectName(), buildtest.Debian, name},
-					{"config", "device", "add", "--project", c.ProjectName(), name, instance.ProxyDevice, "proxy",
-						"listen=tcp:" + instance.ProxyAddress, "connect=unix:" + socket, "bind=container"},
-					{"start", "--project", c.ProjectName(), name},
-				} {
-					if out, err := exec.CommandContext(ctx, incusCLI, args...).CombinedOutput(); err != nil {
-						b.Fatalf("incus %v: %v\n%s", args, err, out)
-					}
-				}
-			})
-			remove(name)
+	socket := filepath.Join(b.TempDir(), "proxy.sock")
+	b.Run("incus-copy-device-start", incusSteps("incus-device", "incusdev", func(name string) [][]string {
+		return [][]string{
+			{"copy", "--project", c.ProjectName(), buildtest.Debian, name},
+			{"config", "device", "add", "--project", c.ProjectName(), name, instance.ProxyDevice, "proxy",
+				"listen=tcp:" + instance.ProxyAddress, "connect=unix:" + socket, "bind=container"},
+			{"start", "--project", c.ProjectName(), name},
 		}
-		d.report(b)
-		medians["incus-device"] = d.median()
-	})
+	}))
 	if medians["incus"] > 0 && medians["isx"] > 0 {
 		b.Logf("isx branch median %s, incus copy+start median %s: ratio %.2f (target at most 1.2); with isx's proxy device %s: ratio %.2f",
 			medians["isx"], medians["incus"], float64(medians["isx"])/float64(medians["incus"]),
