@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,9 +84,12 @@ func startTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
 }
 
 // expect waits for want in what the program printed since the last expect.
+// The bound is wide because what the program waits on is often incusd,
+// which on two busy cores has once taken over 45 s to answer a GET; a
+// program that is truly stuck is shown by stuck.
 func (tm *terminal) expect(want string) string {
 	tm.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var chunk string
 	shown := func() bool {
@@ -98,9 +103,28 @@ func (tm *terminal) expect(want string) string {
 		return true
 	}
 	if err := incustest.Poll(ctx, 20*time.Millisecond, shown); err != nil {
-		tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, tm.out.String())
+		tm.t.Fatalf("the terminal never showed %q; it shows:\n%s\n%s", want, tm.out.String(), tm.stuck())
 	}
 	return chunk
+}
+
+// stuck says where a program that went quiet is waiting: the processes
+// it started, and its goroutines, which a Go program prints on SIGQUIT
+// (to the terminal, so they are read from there).
+func (tm *terminal) stuck() string {
+	if tm.cmd.Process == nil {
+		return "(the program never started)"
+	}
+	tree, _ := exec.Command("ps", "-o", "pid,etime,stat,wchan:20,args", "--forest", "-s", strconv.Itoa(tm.cmd.Process.Pid)).CombinedOutput()
+	before := len(tm.out.String())
+	if err := tm.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return fmt.Sprintf("processes:\n%s\n(could not signal it: %v)", tree, err)
+	}
+	select {
+	case <-tm.done:
+	case <-time.After(5 * time.Second):
+	}
+	return fmt.Sprintf("processes:\n%s\ngoroutines:\n%s", tree, tm.out.String()[before:])
 }
 
 func (tm *terminal) send(line string) {
