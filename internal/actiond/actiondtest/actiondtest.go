@@ -260,10 +260,10 @@ func (e *Env) CloseSession(serverID, sessionID string) {
 
 // ExecutionFields are the fields Executions and Execution read.
 const ExecutionFields = `id actionId actionVersion actionName eventType role status caller subject client input output error
-	invocation preview sessionId parentId startedBy notStarted cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
+	invocation preview grantedInPreview sessionId parentId startedBy { executionId notStarted } cancelledBy { principal subject executionId } rolledBackByExecutionId startedAt endedAt
 	writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }
 	mcpRequest { method params id principal subject client protocolVersion intent }
-	calls { id actionId actionVersion actionName status input output error preview parentId rolledBackByExecutionId
+	calls { id actionId actionVersion actionName status input output error preview grantedInPreview parentId rolledBackByExecutionId
 		writeSet { table key value deleted } calls { id actionName status input output error preview rolledBackByExecutionId writeSet { table key value } } }`
 
 // Executions lists an action's executions (the requests of a server, its

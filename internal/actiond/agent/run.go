@@ -489,6 +489,11 @@ func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 	if err := json.Unmarshal(use.Input, &args); err != nil || args == nil {
 		return result("The tool's input must be a JSON object.", true), Result{}, false
 	}
+	approval := x.definition.Tools[t.ref].Approval
+	needsApproval := approval != nil && approval.Required
+	if needsApproval && !x.spec.Preview {
+		return result(CodeApprovalRequired+": "+approvalRefusal, true), Result{}, false
+	}
 	layers, failure := x.authority(ctx)
 	if failure != nil {
 		return Block{}, Result{Failure: failure, Retryable: failure.Code == engine.CodeFailure}, true
@@ -507,6 +512,9 @@ func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 		ParentID: x.attempt.TaskID, Work: x.work, Preview: x.spec.Preview, Server: x.spec.Server, SessionID: x.spec.SessionID,
 		Record: func(e *store.Execution) { recorded = append(recorded, e) },
 	})
+	if needsApproval {
+		grantedInPreview(recorded, out.ExecutionID)
+	}
 	if err := x.attempt.Record(ctx, recorded); err != nil {
 		return Block{}, Result{Interrupted: true, Err: err}, true
 	}
@@ -521,6 +529,35 @@ func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 		return result(text, true), Result{}, false
 	}
 	return result(outputText(out.Output), false), Result{}, false
+}
+
+// CodeApprovalRequired refuses a live call of a tool the agent's reference
+// says needs a person's approval. actiond has no way to ask a person, so
+// it refuses rather than run the call unapproved.
+const CodeApprovalRequired = "action_approval_required"
+
+const approvalRefusal = "This tool needs a person's approval for each call, and actiond cannot ask for one, so the call did not run. " +
+	"Carry on without it, or say in your answer what you would have called."
+
+// grantedInPreview marks the execution of a call that requires approval,
+// run in a preview as if approved (ACT-451): its invocation says so.
+func grantedInPreview(recorded []*store.Execution, id string) {
+	for _, e := range recorded {
+		if e.ID != id {
+			continue
+		}
+		// An invocation is a JSON object or absent; anything else is kept
+		// whole beside the mark rather than dropped.
+		var invocation map[string]any
+		if len(e.Invocation) > 0 && json.Unmarshal(e.Invocation, &invocation) != nil {
+			invocation = map[string]any{"recorded": json.RawMessage(e.Invocation)}
+		}
+		if invocation == nil {
+			invocation = map[string]any{}
+		}
+		invocation["grantedInPreview"] = true
+		e.Invocation, _ = json.Marshal(invocation) // a map of JSON values always encodes
+	}
 }
 
 func outputText(output any) string {

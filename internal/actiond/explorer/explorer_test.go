@@ -671,5 +671,8 @@ func TestTaskTranscriptAndStartedTasks(t *testing.T) {
 			t.Errorf("the transcript lacks %q:\n%s", part, all)
 		}
 	}
+	if by := eval[string](b, `document.querySelector("#started-by").innerText`); by != request {
+		t.Errorf("the task's page says it was started by %q, want %s alone", by, request)
+	}
 	b.screenshot("transcript")
 }

@@ -539,7 +539,7 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		}
 		g.open("preview-1")
 		task := waitExecution(t, env, taskID, "SUCCEEDED")
-		if task["startedBy"] != request["id"] || task["preview"] != true || task["actionId"] != agentID || task["role"] != "task" {
+		if at.Dig(task, "startedBy", "executionId") != request["id"] || task["preview"] != true || task["actionId"] != agentID || task["role"] != "task" {
 			t.Errorf("the task's execution: %s", asJSON(task))
 		}
 		stamped := false

@@ -95,7 +95,7 @@ func notStarted(t *testing.T, env *at.Env, replay map[string]any, agentID, topic
 		t.Fatalf("the replay started %d executions: %s", len(started), asJSON(started))
 	}
 	task := started[0]
-	if task["role"] != "task" || task["status"] != "CANCELLED" || task["preview"] != true || task["notStarted"] != true ||
+	if task["role"] != "task" || task["status"] != "CANCELLED" || task["preview"] != true || at.Dig(task, "startedBy", "notStarted") != true ||
 		task["actionId"] != agentID || at.Dig(at.Decode(task["input"]), "topic") != topic {
 		t.Errorf("the not-started task: %s", asJSON(task))
 	}
@@ -193,7 +193,7 @@ func TestReplayCancelsNothing(t *testing.T) {
 func outputOf(record any) string { return asJSON(at.Decode(at.Dig(record, "output"))) }
 
 func rerun(env *at.Env, token, id string) (map[string]any, []at.GraphQLError) {
-	res := env.GraphQLAs(token, `mutation($id: ID!) { actions { rerunExecution(executionId: $id) { `+at.ExecutionFields+` notStarted } } }`, map[string]any{"id": id})
+	res := env.GraphQLAs(token, `mutation($id: ID!) { actions { rerunExecution(executionId: $id) { `+at.ExecutionFields+` } } }`, map[string]any{"id": id})
 	var data any
 	json.Unmarshal(res.Data, &data)
 	out, _ := at.Dig(data, "actions", "rerunExecution").(map[string]any)
@@ -252,7 +252,7 @@ func TestRerunExecution(t *testing.T) {
 
 		again, errs := rerun(env, bob, live.TaskID)
 		if len(errs) > 0 || again["role"] != "task" || again["id"] == live.TaskID || again["caller"] != principal || again["subject"] != "bob" ||
-			again["startedBy"] != live.TaskID || again["preview"] != false || again["notStarted"] != false || at.Dig(at.Decode(again["input"]), "topic") != "ledgers" {
+			at.Dig(again, "startedBy", "executionId") != live.TaskID || again["preview"] != false || at.Dig(again, "startedBy", "notStarted") != false || at.Dig(at.Decode(again["input"]), "topic") != "ledgers" {
 			t.Fatalf("the rerun of a task: %+v %s", errs, asJSON(again))
 		}
 		waitExecution(t, env, again["id"].(string), "SUCCEEDED")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -257,13 +258,14 @@ func withoutTheExtension(t *testing.T, d store.Dialect, rev string) {
 	}
 }
 
-// ACT-199, ACT-200, ACT-202, ACT-220..223: where a client without the
+// ACT-054, ACT-199, ACT-200, ACT-202, ACT-220..223: where a client without the
 // extension could neither read nor cancel a task (the server does not list
 // both get_task and cancel_task), a call of a callable agent is refused with
 // HTTP 400 and -32021 mcp_task_required naming the extension in
 // data.requiredCapabilities, and starts nothing; tasks/* from such a client
 // are refused with 400 -32021 naming the method, also for a task a request
-// declaring the extension created.
+// declaring the extension created. Hosts on the earlier revisions, which
+// have no tasks, are refused the same way.
 func TestTaskRequired(t *testing.T) {
 	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
 		g := newGates(t)
@@ -273,8 +275,11 @@ func TestTaskRequired(t *testing.T) {
 		env.CreateAction(serverID, at.ServerSpec{Name: "halfway", Intent: "NONE", Policies: at.Everything(),
 			Tools: []map[string]any{at.Ref("holder"), at.Ref("get_task")}}.Input())
 		token := env.Token(principal, "alice")
-		for _, rev := range at.Revisions {
+		for _, rev := range slices.Concat(at.Revisions, []string{"2025-06-18", "2025-03-26"}) {
 			s := env.ConnectTasks("halfway", token, rev, false)
+			if got := s.InitializeResult().ProtocolVersion; got != rev {
+				t.Errorf("negotiated %s, want %s", got, rev)
+			}
 			_, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "holder", Arguments: map[string]any{"name": "x"}})
 			werr := rpcError(t, err)
 			data := errorData(t, werr)

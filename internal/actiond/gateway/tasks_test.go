@@ -81,7 +81,7 @@ func TestAgentCallAnswersWithATask(t *testing.T) {
 			t.Errorf("the request that started the task: %s", at.AsJSON(call))
 		}
 		execution := env.Execution(task.TaskID)
-		if execution == nil || execution["role"] != "task" || execution["startedBy"] != call["id"] || execution["actionId"] != agentID ||
+		if execution == nil || execution["role"] != "task" || at.Dig(execution, "startedBy", "executionId") != call["id"] || execution["actionId"] != agentID ||
 			execution["caller"] != principal || execution["subject"] != "alice" ||
 			!jsonEqual(execution["input"], map[string]any{"topic": "ledgers", "requested_by": "alice"}) {
 			t.Fatalf("the task's execution: %s", at.AsJSON(execution))
@@ -447,6 +447,62 @@ func TestAgentOverAChatAPI(t *testing.T) {
 	meta, _ := res.Meta["com.twisp/error"].(map[string]any)
 	if !res.IsError || meta["code"] != "action_not_runnable" || meta["hint"] == "" {
 		t.Errorf("a callable agent called from a tool: %s %s", text(res), asJSON(meta))
+	}
+}
+
+// ACT-451: a call an agent makes of a tool its reference says needs
+// approval runs, in a preview, as if approved, its writes discarded, and its
+// execution is marked grantedInPreview. Live, actiond has no one to ask, so
+// the call is refused to the model as action_approval_required and does not
+// run: nothing is recorded for it and nothing is written.
+func TestApprovalRequiredCalls(t *testing.T) {
+	env, model := taskEnv(t, store.SQLite, at.Options{}, func(x modeltest.Exchange) modeltest.Reply {
+		if x.Turn() == 1 {
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{Name: "stamp", Input: map[string]any{"k": x.Input()["k"]}}}}
+		}
+		return modeltest.Reply{Text: "stamp said: " + x.LastResults()[0].Content}
+	})
+	env.CreateAction(at.NewID(), at.AgentSpec{Name: "careful", Model: "careful-model", InputSchema: at.Object(map[string]any{"k": at.String()}, "k"),
+		Tools: []map[string]any{{"name": "stamp", "approval": map[string]any{"required": true}}}, Policies: at.Everything()}.Input())
+	for _, mode := range []string{"PREVIEW", "LIVE"} {
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "careful-" + strings.ToLower(mode), Intent: "NONE", Mode: mode, Policies: at.Everything(),
+			Tools: []map[string]any{at.Ref("careful")}}.Input())
+	}
+	token := env.Token(principal, "alice")
+	run := func(server, k string) (string, []any) {
+		t.Helper()
+		s := env.ConnectTasks(server, token, at.Revision2026, true)
+		task, _ := s.CallForTask(t, "careful", map[string]any{"k": k})
+		done := s.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted, mcpkit.TaskFailed)
+		var result mcpkitResult
+		json.Unmarshal(done.Result, &result)
+		if done.Status != mcpkit.TaskCompleted || len(result.Content) != 1 {
+			t.Fatalf("the task on %s: %s", server, at.AsJSON(done))
+		}
+		var stamps []any
+		for _, call := range env.Execution(task.TaskID)["calls"].([]any) {
+			if at.Dig(call, "actionName") == "stamp" {
+				stamps = append(stamps, call)
+			}
+		}
+		text, _ := result.Content[0]["text"].(string)
+		return text, stamps
+	}
+
+	answer, stamps := run("careful-preview", "previewed")
+	if len(stamps) != 1 || at.Dig(stamps[0], "status") != "SUCCEEDED" || at.Dig(stamps[0], "preview") != true || at.Dig(stamps[0], "grantedInPreview") != true {
+		t.Errorf("the preview's stamp call: %s", at.AsJSON(stamps))
+	}
+	if !strings.Contains(answer, `"k":"previewed"`) || env.KV("tasks", "previewed") != nil {
+		t.Errorf("in a preview the call ran (answer %q) and wrote nothing (%v)", answer, env.KV("tasks", "previewed"))
+	}
+
+	answer, stamps = run("careful-live", "live")
+	if len(stamps) != 0 || !strings.Contains(answer, "action_approval_required") || env.KV("tasks", "live") != nil {
+		t.Errorf("live, the call needing approval: answer %q, calls %s, written %v", answer, at.AsJSON(stamps), env.KV("tasks", "live"))
+	}
+	if n := exchangesWithModel(model, "careful-model"); n != 4 {
+		t.Errorf("%d exchanges with the model, want 2 per task", n)
 	}
 }
 

@@ -42,12 +42,25 @@ func (e *executionRecord) Invocation() model.JSON        { return model.JSON(e.r
 func (e *executionRecord) Preview() bool                 { return e.rec.Preview }
 func (e *executionRecord) ParentID() *string             { return optional(e.rec.ParentID) }
 func (e *executionRecord) SessionID() *string            { return optional(e.rec.SessionID) }
-func (e *executionRecord) StartedBy() *string            { return optional(e.rec.StartedBy) }
+func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedAt }
 
-// NotStarted reads whether the execution is a task a replay recorded as not
-// started: it says so in its invocation.
-func (e *executionRecord) NotStarted() bool     { return store.NotStarted(e.rec) }
-func (e *executionRecord) StartedAt() time.Time { return e.rec.StartedAt }
+// GrantedInPreview reads the mark an agent's call of a tool that needs
+// approval carries when a preview ran it as if approved.
+func (e *executionRecord) GrantedInPreview() bool {
+	var invocation struct {
+		GrantedInPreview bool `json:"grantedInPreview"`
+	}
+	return json.Unmarshal(e.rec.Invocation, &invocation) == nil && invocation.GrantedInPreview
+}
+
+// StartedBy reads what started a task, and whether a replay recorded it
+// as not started (its invocation says so).
+func (e *executionRecord) StartedBy() *model.StartedBy {
+	if e.rec.StartedBy == "" {
+		return nil
+	}
+	return &model.StartedBy{ExecutionID: e.rec.StartedBy, NotStarted: store.NotStarted(e.rec)}
+}
 
 func (e *executionRecord) RolledBackByExecutionID() *string { return optional(e.rec.RolledBackBy) }
 

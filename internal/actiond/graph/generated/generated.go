@@ -89,11 +89,11 @@ type ComplexityRoot struct {
 		EndedAt                 func(childComplexity int) int
 		Error                   func(childComplexity int) int
 		EventType               func(childComplexity int) int
+		GrantedInPreview        func(childComplexity int) int
 		ID                      func(childComplexity int) int
 		Input                   func(childComplexity int) int
 		Invocation              func(childComplexity int) int
 		McpRequest              func(childComplexity int) int
-		NotStarted              func(childComplexity int) int
 		Output                  func(childComplexity int) int
 		ParentID                func(childComplexity int) int
 		Preview                 func(childComplexity int) int
@@ -296,6 +296,11 @@ type ComplexityRoot struct {
 	SkillReference struct {
 		Name    func(childComplexity int) int
 		Version func(childComplexity int) int
+	}
+
+	StartedBy struct {
+		ExecutionID func(childComplexity int) int
+		NotStarted  func(childComplexity int) int
 	}
 
 	ToolAnnotations struct {
@@ -610,6 +615,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.EventType(childComplexity), true
+	case "ActionExecution.grantedInPreview":
+		if e.ComplexityRoot.ActionExecution.GrantedInPreview == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.GrantedInPreview(childComplexity), true
 	case "ActionExecution.id":
 		if e.ComplexityRoot.ActionExecution.ID == nil {
 			break
@@ -634,12 +645,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.McpRequest(childComplexity), true
-	case "ActionExecution.notStarted":
-		if e.ComplexityRoot.ActionExecution.NotStarted == nil {
-			break
-		}
-
-		return e.ComplexityRoot.ActionExecution.NotStarted(childComplexity), true
 	case "ActionExecution.output":
 		if e.ComplexityRoot.ActionExecution.Output == nil {
 			break
@@ -1483,6 +1488,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SkillReference.Version(childComplexity), true
 
+	case "StartedBy.executionId":
+		if e.ComplexityRoot.StartedBy.ExecutionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StartedBy.ExecutionID(childComplexity), true
+	case "StartedBy.notStarted":
+		if e.ComplexityRoot.StartedBy.NotStarted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StartedBy.NotStarted(childComplexity), true
+
 	case "ToolAnnotations.destructiveHint":
 		if e.ComplexityRoot.ToolAnnotations.DestructiveHint == nil {
 			break
@@ -2026,6 +2044,12 @@ type ActionExecution {
   "The MCP request, for an execution of an MCP server."
   mcpRequest: McpRequest
   preview: Boolean!
+  """
+  A call an agent made in a preview of a tool its reference says needs a
+  person's approval: it ran as if approved. Live, such a call is refused
+  (action_approval_required) and does not run.
+  """
+  grantedInPreview: Boolean!
   "Rows the execution wrote, or would have written in a preview, that the reader may read."
   writeSet: [WriteSetEntry!]!
   "Rows of the write set the reader may not read, deleted rows among them for a reader with policy limits."
@@ -2035,15 +2059,8 @@ type ActionExecution {
   calls: [ActionExecution!]!
   uses: [ExecutionUse!]!
   sessionId: String
-  "The request that started this execution: for a task, the tools/call that created it."
-  startedBy: ID
-  """
-  The seed's startedBy.notStarted: a task a replay would have started,
-  recorded as not started (CANCELLED, preview, with the agent's input) and
-  never queued. Such a task never ran, so it cannot be rerun. startedBy
-  stays the starting execution's ID for the readers that follow it.
-  """
-  notStarted: Boolean!
+  "For a task: the request that started it, and whether it in fact did. Null for any other execution."
+  startedBy: StartedBy
   "Who cancelled the execution, and with which request."
   cancelledBy: CancelledBy
   rolledBackByExecutionId: ID
@@ -2056,6 +2073,22 @@ type ActionExecution {
   draft: JSON
   startedAt: Timestamp!
   endedAt: Timestamp
+}
+
+"What started a task."
+type StartedBy {
+  """
+  The execution that started it: the tools/call that created the task, the
+  request whose invoke started an agent, the task a rerun reruns, or the
+  replay that recorded it as not started.
+  """
+  executionId: ID!
+  """
+  A task a replay would have started, recorded as not started (CANCELLED,
+  preview, with the agent's input) and never queued. Such a task never
+  ran, so it cannot be rerun.
+  """
+  notStarted: Boolean!
 }
 
 "Who cancelled an execution: the principal and user, and the request that did."
@@ -2338,6 +2371,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_mcpRequest(ctx, field)
 	case "preview":
 		return ec.fieldContext_ActionExecution_preview(ctx, field)
+	case "grantedInPreview":
+		return ec.fieldContext_ActionExecution_grantedInPreview(ctx, field)
 	case "writeSet":
 		return ec.fieldContext_ActionExecution_writeSet(ctx, field)
 	case "writeSetUnreadable":
@@ -2352,8 +2387,6 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_sessionId(ctx, field)
 	case "startedBy":
 		return ec.fieldContext_ActionExecution_startedBy(ctx, field)
-	case "notStarted":
-		return ec.fieldContext_ActionExecution_notStarted(ctx, field)
 	case "cancelledBy":
 		return ec.fieldContext_ActionExecution_cancelledBy(ctx, field)
 	case "rolledBackByExecutionId":
@@ -2714,6 +2747,16 @@ func (ec *executionContext) childFields_SkillReference(ctx context.Context, fiel
 		return ec.fieldContext_SkillReference_version(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SkillReference", field.Name)
+}
+
+func (ec *executionContext) childFields_StartedBy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "executionId":
+		return ec.fieldContext_StartedBy_executionId(ctx, field)
+	case "notStarted":
+		return ec.fieldContext_StartedBy_notStarted(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StartedBy", field.Name)
 }
 
 func (ec *executionContext) childFields_ToolAnnotations(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4591,6 +4634,29 @@ func (ec *executionContext) fieldContext_ActionExecution_preview(_ context.Conte
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "Boolean")
 }
 
+func (ec *executionContext) _ActionExecution_grantedInPreview(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_grantedInPreview(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GrantedInPreview(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_grantedInPreview(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "Boolean")
+}
+
 func (ec *executionContext) _ActionExecution_writeSet(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4768,38 +4834,24 @@ func (ec *executionContext) _ActionExecution_startedBy(ctx context.Context, fiel
 			return obj.StartedBy(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.StartedBy) graphql.Marshaler {
+			return ec.marshalOStartedBy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐStartedBy(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_ActionExecution_startedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ID")
-}
-
-func (ec *executionContext) _ActionExecution_notStarted(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ActionExecution_notStarted(ctx, field)
+	fc = &graphql.FieldContext{
+		Object:     "ActionExecution",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StartedBy(ctx, field)
 		},
-		func(ctx context.Context) (any, error) {
-			return obj.NotStarted(), nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
-			return ec.marshalNBoolean2bool(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_ActionExecution_notStarted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "Boolean")
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ActionExecution_cancelledBy(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
@@ -8038,6 +8090,52 @@ func (ec *executionContext) fieldContext_SkillReference_version(_ context.Contex
 	return graphql.NewScalarFieldContext("SkillReference", field, false, false, "Int")
 }
 
+func (ec *executionContext) _StartedBy_executionId(ctx context.Context, field graphql.CollectedField, obj *model.StartedBy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StartedBy_executionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExecutionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StartedBy_executionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StartedBy", field, false, false, "ID")
+}
+
+func (ec *executionContext) _StartedBy_notStarted(ctx context.Context, field graphql.CollectedField, obj *model.StartedBy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StartedBy_notStarted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotStarted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StartedBy_notStarted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StartedBy", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _ToolAnnotations_readOnlyHint(ctx context.Context, field graphql.CollectedField, obj *model.ToolAnnotations) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10744,6 +10842,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "grantedInPreview":
+			out.Values[i] = ec._ActionExecution_grantedInPreview(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "writeSet":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -10781,11 +10884,6 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 		case "startedBy":
 			out.Values[i] = ec._ActionExecution_startedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
-		case "notStarted":
-			out.Values[i] = ec._ActionExecution_notStarted(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "cancelledBy":
@@ -12172,6 +12270,44 @@ func (ec *executionContext) _SkillReference(ctx context.Context, sel ast.Selecti
 		case "version":
 			out.Values[i] = ec._SkillReference_version(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var startedByImplementors = []string{"StartedBy"}
+
+func (ec *executionContext) _StartedBy(ctx context.Context, sel ast.SelectionSet, obj *model.StartedBy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, startedByImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StartedBy")
+		case "executionId":
+			out.Values[i] = ec._StartedBy_executionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notStarted":
+			out.Values[i] = ec._StartedBy_notStarted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -13888,6 +14024,13 @@ func (ec *executionContext) unmarshalOSkillReferenceInput2ᚕᚖgithubᚗcomᚋi
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) marshalOStartedBy2ᚖgithubᚗcomᚋincusspawnᚋisxᚋinternalᚋactiondᚋgraphᚋmodelᚐStartedBy(ctx context.Context, sel ast.SelectionSet, v *model.StartedBy) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._StartedBy(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

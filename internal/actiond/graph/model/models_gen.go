@@ -253,6 +253,18 @@ type SkillReferenceInput struct {
 	Preload *bool  `json:"preload,omitempty"`
 }
 
+// What started a task.
+type StartedBy struct {
+	// The execution that started it: the tools/call that created the task, the
+	// request whose invoke started an agent, the task a rerun reruns, or the
+	// replay that recorded it as not started.
+	ExecutionID string `json:"executionId"`
+	// A task a replay would have started, recorded as not started (CANCELLED,
+	// preview, with the agent's input) and never queued. Such a task never
+	// ran, so it cannot be rerun.
+	NotStarted bool `json:"notStarted"`
+}
+
 type ToolAnnotations struct {
 	ReadOnlyHint bool `json:"readOnlyHint"`
 	// false when the tool can only read and insert; null (omitted) otherwise.

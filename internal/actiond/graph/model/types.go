@@ -82,14 +82,14 @@ type Execution interface {
 	Invocation() JSON
 	McpRequest() *McpRequest
 	Preview() bool
+	GrantedInPreview() bool
 	WriteSet(ctx context.Context) []*WriteSetEntry
 	WriteSetUnreadable(ctx context.Context) int
 	ParentID() *string
 	Calls(ctx context.Context) ([]Execution, error)
 	Uses(ctx context.Context) ([]*ExecutionUse, error)
 	SessionID() *string
-	StartedBy() *string
-	NotStarted() bool
+	StartedBy() *StartedBy
 	CancelledBy() *CancelledBy
 	RolledBackByExecutionID() *string
 	Draft() JSON

@@ -12,7 +12,7 @@ import {outcome, previewMark, refusalOf, statusBadge, toolOf} from './common.js'
 export const DEPTH = 4;
 
 const callFields = `id actionId actionName actionVersion role eventType status caller input output error invocation preview
-  rolledBackByExecutionId parentId startedAt endedAt startedBy
+  rolledBackByExecutionId parentId startedAt endedAt startedBy { executionId notStarted }
   writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }`;
 
 // nested asks for calls depth levels down, and for the IDs one level
@@ -55,7 +55,8 @@ export async function executionView(ctx, el, id) {
       h('dt', {}, 'Started'), h('dd', {}, time(e.startedAt)),
       h('dt', {}, 'Took'), h('dd', {}, duration(e.startedAt, e.endedAt)),
       r ? [h('dt', {}, 'Protocol'), h('dd', {}, r.protocolVersion)] : null,
-      e.startedBy ? [h('dt', {}, 'Started by'), h('dd', {}, h('a', {href: link(['execution', e.startedBy])}, e.startedBy))] : null,
+      e.startedBy ? [h('dt', {}, 'Started by'), h('dd', {id: 'started-by'}, h('a', {href: link(['execution', e.startedBy.executionId])}, e.startedBy.executionId),
+        e.startedBy.notStarted ? ' · not started: a replay recorded the task it would have started' : '')] : null,
       e.rolledBackByExecutionId ? [h('dt', {}, 'Rolled back by'), h('dd', {}, h('a', {href: link(['execution', e.rolledBackByExecutionId])}, e.rolledBackByExecutionId))] : null),
     r && r.intent ? h('blockquote', {class: 'intent-quote', id: 'intent'}, h('span', {class: 'label'}, 'Stated intent: '), r.intent) : null,
     e.role === 'refusal' ? refusal(e) : null,
