@@ -178,8 +178,10 @@ type run struct {
 	model      Model
 	tools      []tool
 	skills     []skill
-	work       *store.Work
-	who        *auth.Identity
+	// loader is the load_skill tool, when a skill is not preloaded.
+	loader *ToolSpec
+	work   *store.Work
+	who    *auth.Identity
 }
 
 // skill is one of the agent's skills, resolved: a preloaded one's
@@ -241,6 +243,9 @@ func (r *Runner) prepare(ctx context.Context, a Attempt) (*run, *engine.Failure)
 	}
 	if x.skills, err = r.resolveSkills(ctx, spec.Account, def); err != nil {
 		return nil, storeFailure(err)
+	}
+	if loader, ok := skillLoader(x.skills, x.tools); ok {
+		x.loader = &loader
 	}
 	return x, nil
 }
@@ -342,6 +347,9 @@ func (x *run) loop(ctx context.Context) Result {
 	specs := make([]ToolSpec, len(x.tools))
 	for i, t := range x.tools {
 		specs[i] = t.spec
+	}
+	if x.loader != nil {
+		specs = append(specs, *x.loader)
 	}
 	sent := 0
 	for turn := 1; turn <= x.block.MaxTurns; turn++ {
@@ -454,8 +462,12 @@ func (x *run) system() string {
 	for _, sk := range x.skills {
 		def := sk.target.Definition
 		system += "\n\n## Skill " + def.Name + "\n" + def.Description
-		if instructions, ok := def.Config["instructions"].(string); ok && sk.preload {
+		instructions, ok := def.Config["instructions"].(string)
+		switch {
+		case ok && sk.preload:
 			system += "\n\n" + instructions
+		case !sk.preload && x.loader != nil:
+			system += "\n\nLoad its instructions with " + x.loader.Name + " when it applies."
 		}
 	}
 	if block := x.definition.Tool; block != nil && block.OutputSchema != nil {
@@ -475,6 +487,9 @@ func inputText(input map[string]any) string {
 func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 	result := func(content string, isError bool) Block {
 		return Block{Type: BlockToolResult, ToolUseID: use.ID, Content: content, IsError: isError}
+	}
+	if x.loader != nil && use.Name == x.loader.Name {
+		return x.loadSkill(ctx, use)
 	}
 	var t *tool
 	for i := range x.tools {
@@ -573,18 +588,9 @@ func outputText(output any) string {
 func (x *run) recordLoads(ctx context.Context) (Result, bool) {
 	var loads []*store.Execution
 	for _, sk := range x.skills {
-		if !sk.preload {
-			continue
+		if sk.preload {
+			loads = append(loads, x.loadRecord(sk))
 		}
-		now := x.r.Clock.Now()
-		e := &store.Execution{
-			ID: x.r.IDs.New(), Account: x.spec.Account, ActionID: sk.target.ID, ActionVersion: int64(sk.target.Version),
-			ActionName: sk.target.Definition.Name, EventType: "skill.load", Role: store.RoleCall, ParentID: x.attempt.TaskID,
-			Status: store.Succeeded, Caller: x.spec.Who.Principal, Subject: x.spec.Who.Subject, Client: x.spec.Who.Client,
-			Preview: x.spec.Preview, StartedAt: now, EndedAt: now,
-		}
-		e.Output, _ = json.Marshal(map[string]any{"name": sk.target.Definition.Name, "version": sk.target.Version})
-		loads = append(loads, e)
 	}
 	if err := x.attempt.Record(ctx, loads); err != nil {
 		return Result{Interrupted: true, Err: err}, true

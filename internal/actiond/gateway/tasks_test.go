@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -508,34 +509,58 @@ func TestApprovalRequiredCalls(t *testing.T) {
 
 // An agent's skills: a preloaded one's instructions join the model's system
 // prompt, its load of that exact version recorded beneath the task; one not
-// preloaded is named with its description alone.
+// preloaded is named with its description alone, and the model loads it
+// with load_skill, which answers with its instructions and records that
+// load too.
 func TestAgentSkills(t *testing.T) {
-	env, model := taskEnv(t, store.SQLite, at.Options{}, func(modeltest.Exchange) modeltest.Reply { return modeltest.Reply{Text: "ok"} })
+	env, model := taskEnv(t, store.SQLite, at.Options{}, func(x modeltest.Exchange) modeltest.Reply {
+		switch x.Turn() {
+		case 1:
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{Name: "load_skill", Input: map[string]any{"name": "nowhere"}}}}
+		case 2:
+			return modeltest.Reply{ToolUses: []modeltest.ToolUse{{Name: "load_skill", Input: map[string]any{"name": "escalate"}}}}
+		}
+		return modeltest.Reply{Text: "loaded: " + x.LastResults()[0].Content}
+	})
 	skill := func(name, instructions string) map[string]any {
 		return map[string]any{"name": name, "description": "How to " + name + ".", "kind": "skill", "config": map[string]any{"instructions": instructions}}
 	}
-	reviewID := at.NewID()
+	reviewID, escalateID := at.NewID(), at.NewID()
 	env.CreateAction(reviewID, skill("review-accounts", "Check every balance twice."))
-	env.CreateAction(at.NewID(), skill("escalate", "Call the on-call human."))
+	env.CreateAction(escalateID, skill("escalate", "Call the on-call human."))
 	input := at.AgentSpec{Name: "skilled", Model: "skilled"}.Input()
 	input["skills"] = []map[string]any{{"name": "review-accounts", "preload": true}, {"name": "escalate"}}
 	env.CreateAction(at.NewID(), input)
 	env.CreateAction(at.NewID(), at.ServerSpec{Name: "skills", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("skilled")}}.Input())
 	s := env.ConnectTasks("skills", env.Token(principal, "alice"), at.Revision2026, true)
 	task, _ := s.CallForTask(t, "skilled", nil)
-	s.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted)
-	system := model.Exchanges()[0].System
+	done := s.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted)
+	exchanges := model.Exchanges()
+	system := exchanges[0].System
 	if !strings.Contains(system, "How to review-accounts.") || !strings.Contains(system, "Check every balance twice.") ||
-		!strings.Contains(system, "How to escalate.") || strings.Contains(system, "on-call human") {
+		!strings.Contains(system, "How to escalate.") || strings.Contains(system, "on-call human") || !strings.Contains(system, "load_skill") {
 		t.Errorf("the system prompt: %q", system)
 	}
-	var load map[string]any
+	if !slices.Contains(exchanges[0].Tools, "load_skill") {
+		t.Errorf("the model was offered %v", exchanges[0].Tools)
+	}
+	if len(exchanges) != 3 || !exchanges[1].LastResults()[0].IsError || !strings.Contains(exchanges[1].LastResults()[0].Content, `"nowhere"`) {
+		t.Fatalf("loading a skill the agent does not have: %+v", exchanges)
+	}
+	var result mcpkitResult
+	json.Unmarshal(done.Result, &result)
+	if len(result.Content) != 1 || !strings.Contains(at.Dig(result.Content[0], "text").(string), "loaded: ## Skill escalate\n\nCall the on-call human.") {
+		t.Errorf("the answer after loading escalate: %s", at.AsJSON(done))
+	}
+	loads := map[string]map[string]any{}
 	for _, c := range env.Execution(task.TaskID)["calls"].([]any) {
-		if at.Dig(c, "actionId") == reviewID {
-			load = c.(map[string]any)
+		if id, _ := at.Dig(c, "actionId").(string); id == reviewID || id == escalateID {
+			loads[id] = c.(map[string]any)
 		}
 	}
-	if load == nil || load["actionVersion"] != 1.0 || load["status"] != "SUCCEEDED" {
-		t.Errorf("the skill's load: %s", asJSON(env.Execution(task.TaskID)["calls"]))
+	for _, id := range []string{reviewID, escalateID} {
+		if load := loads[id]; load == nil || load["actionVersion"] != 1.0 || load["status"] != "SUCCEEDED" || at.Dig(load, "output", "version") != 1.0 {
+			t.Errorf("the load of skill %s: %s", id, asJSON(env.Execution(task.TaskID)["calls"]))
+		}
 	}
 }
