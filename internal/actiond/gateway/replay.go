@@ -122,26 +122,37 @@ func (h *Handler) replayMethod(ctx context.Context, ex *exchange) (mcp.Result, e
 		ex.fail(rerr)
 		return nil, rerr.jsonrpc()
 	}
+	// The recorded params decode as they did when the endpoint served them;
+	// ones that do not are refused as the endpoint would have.
+	badParams := func() (mcp.Result, error) {
+		rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
+		ex.fail(rerr)
+		return nil, rerr.jsonrpc()
+	}
+	decode := func(params any) bool {
+		return json.Unmarshal(ex.req.Params, params) == nil
+	}
 	switch method {
 	case "tools/list":
 		return h.listTools(ctx, ex)
 	case "tools/call":
 		var params mcp.CallToolParamsRaw
-		if err := json.Unmarshal(ex.req.Params, &params); err != nil {
-			rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
-			ex.fail(rerr)
-			return nil, rerr.jsonrpc()
+		if !decode(&params) {
+			return badParams()
 		}
 		// An agent it starts, directly or through invoke, is recorded as
 		// not started (replayTasks).
 		return h.callTool(ctx, ex, &params)
-	case mcpkit.MethodGetTask, mcpkit.MethodCancelTask:
+	case mcpkit.MethodGetTask, mcpkit.MethodUpdateTask, mcpkit.MethodCancelTask:
 		var params mcpkit.TaskParams
 		if json.Unmarshal(ex.req.Params, &params) != nil {
 			return nil, h.taskNotFound(ex)
 		}
-		if method == mcpkit.MethodGetTask {
+		switch method {
+		case mcpkit.MethodGetTask:
 			return h.getTask(ex, params.TaskID)
+		case mcpkit.MethodUpdateTask:
+			return h.updateTask(ex, params.TaskID) // updates nothing, live or replayed
 		}
 		return h.cancelTask(ex, params.TaskID) // cancels nothing: replayTasks
 	case "resources/list":
@@ -150,25 +161,33 @@ func (h *Handler) replayMethod(ctx context.Context, ex *exchange) (mcp.Result, e
 		return h.listTemplates(ex), nil
 	case "resources/read":
 		var params mcp.ReadResourceParams
-		json.Unmarshal(ex.req.Params, &params)
+		if !decode(&params) {
+			return badParams()
+		}
 		return h.readResource(ctx, ex, &params)
 	case "prompts/list":
 		return h.listPrompts(ex), nil
 	case "prompts/get":
 		var params mcp.GetPromptParams
-		json.Unmarshal(ex.req.Params, &params)
+		if !decode(&params) {
+			return badParams()
+		}
 		return h.getPrompt(ctx, ex, &params)
+	case mcpkit.MethodListSkills:
+		return listSkills(ex), nil
 	case mcpkit.MethodGetSkill:
 		var params mcpkit.GetSkillParams
-		json.Unmarshal(ex.req.Params, &params)
+		if !decode(&params) {
+			return badParams()
+		}
 		s, rerr := h.loadSkill(ctx, ex, params.URI)
 		if rerr != nil {
 			return nil, rerr.jsonrpc()
 		}
 		return &mcpkit.GetSkillResult{ResultType: "complete", Skill: skillEntry(s)}, nil
 	}
-	return nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts, skills and tasks/get or tasks/cancel requests", method).
-		WithHint("Replay a tools/call, resources/read, prompts/get, skills/get, tasks/get or tasks/cancel request, or a listing.")
+	return nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts, skills and tasks requests", method).
+		WithHint("Replay a tools/call, resources/read, prompts/get, skills/get or tasks/* request, or a listing.")
 }
 
 // replayRecord is the replay's execution: what it answered, what it ran

@@ -161,6 +161,8 @@ func TestReplayStartsNothing(t *testing.T) {
 // ACT-560: a replayed tasks/cancel cancels nothing and starts nothing: the
 // task's cancelledBy still names the original request (the seam test
 // replayTasks' beside it shows the replay never asks for a cancellation).
+// A tasks/update, which updates nothing live, replays as the same
+// acknowledgement.
 func TestReplayCancelsNothing(t *testing.T) {
 	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
 		g := newGates(t)
@@ -169,6 +171,14 @@ func TestReplayCancelsNothing(t *testing.T) {
 		first, _ := ts.CallForTask(t, "summarize", map[string]any{"topic": "first"})
 		if first == nil {
 			t.Fatal("no first task")
+		}
+		token := env.Token(principal, "alice")
+		if reply := env.Post("desk", token, at.Request{Method: mcpkit.MethodUpdateTask, Capabilities: withTasks, Params: map[string]any{"taskId": first.TaskID}}); reply.Status != 200 {
+			t.Fatalf("tasks/update: %s", reply)
+		}
+		update := last(t, requests(env, serverID, mcpkit.MethodUpdateTask))
+		if replayed := mustReplay(t, env, update["id"].(string), nil); at.Dig(replayed, "replay", "status") != "SUCCEEDED" || replayed["outputChanged"] != false {
+			t.Errorf("the replay of tasks/update: %s", asJSON(replayed))
 		}
 		if _, err := ts.CancelTask(first.TaskID); err != nil {
 			t.Fatalf("tasks/cancel: %v", err)

@@ -18,6 +18,16 @@ import (
 // method shares: listing what the server's skills are at this request's
 // versions, and loading one exact version as the request's one call.
 
+// listSkills answers skills/list with the skills the server offers.
+func listSkills(ex *exchange) *mcpkit.ListSkillsResult {
+	res := &mcpkit.ListSkillsResult{ResultType: "complete", Skills: []mcpkit.Skill{}, TTLMs: 60_000, CacheScope: "private"}
+	for _, s := range ex.server.Skills {
+		res.Skills = append(res.Skills, skillEntry(s))
+	}
+	ex.offeredSkills()
+	return res
+}
+
 // addSkillMethods answers the Skills extension's methods; serves() refuses
 // them on a server without skills before they get here.
 func (h *Handler) addSkillMethods(sdk *mcp.Server) {
@@ -26,12 +36,7 @@ func (h *Handler) addSkillMethods(sdk *mcp.Server) {
 		if ex == nil {
 			return nil, errNoExchange()
 		}
-		res := &mcpkit.ListSkillsResult{ResultType: "complete", Skills: []mcpkit.Skill{}, TTLMs: 60_000, CacheScope: "private"}
-		for _, s := range ex.server.Skills {
-			res.Skills = append(res.Skills, skillEntry(s))
-		}
-		ex.offeredSkills()
-		return res, nil
+		return listSkills(ex), nil
 	}))
 	must(mcp.AddReceivingCustomMethod(sdk, mcpkit.MethodGetSkill, func(ctx context.Context, _ *mcp.ServerSession, p *mcpkit.GetSkillParams) (*mcpkit.GetSkillResult, error) {
 		ex := exchangeFrom(ctx)

@@ -151,6 +151,10 @@ func TestSkillServedAsFileAndPrompt(t *testing.T) {
 			if len(offered) != 1 || at.Dig(offered[0], "name") != "fraud-review" || at.Dig(offered[0], "version") != 1.0 {
 				t.Errorf("%s recorded invocation.skills %s", method, asJSON(at.Dig(request, "invocation")))
 			}
+			// A listing replays: against the same version it answers the same.
+			if replayed := mustReplay(t, env, request["id"].(string), nil); at.Dig(replayed, "replay", "status") != "SUCCEEDED" || replayed["outputChanged"] != false {
+				t.Errorf("the replay of %s: %s", method, asJSON(replayed))
+			}
 		}
 
 		// Hosts of an earlier revision get resources and prompts (ACT-053).

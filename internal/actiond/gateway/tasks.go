@@ -32,13 +32,7 @@ func (h *Handler) addTaskMethods(sdk *mcp.Server) {
 		if ex == nil || p == nil {
 			return nil, h.taskNotFound(ex)
 		}
-		// The platform never asks a client for input: there is nothing to
-		// update, and a reachable task's update is acknowledged.
-		if _, err := h.reachTask(ex, p.TaskID); err != nil {
-			return nil, err
-		}
-		ex.setInvocation("output", map[string]any{"updated": false})
-		return mcpkit.NewAck(), nil
+		return h.updateTask(ex, p.TaskID)
 	}))
 	must(mcp.AddReceivingCustomMethod(sdk, mcpkit.MethodCancelTask, func(ctx context.Context, _ *mcp.ServerSession, p *mcpkit.TaskParams) (*mcpkit.AckResult, error) {
 		ex := exchangeFrom(ctx)
@@ -146,4 +140,14 @@ func must(err error) {
 	if err != nil {
 		panic("gateway: " + err.Error())
 	}
+}
+
+// updateTask acknowledges tasks/update of a task the client may reach. The
+// platform never asks a client for input, so there is nothing to update.
+func (h *Handler) updateTask(ex *exchange, taskID string) (*mcpkit.AckResult, error) {
+	if _, err := h.reachTask(ex, taskID); err != nil {
+		return nil, err
+	}
+	ex.setInvocation("output", map[string]any{"updated": false})
+	return mcpkit.NewAck(), nil
 }
