@@ -123,9 +123,11 @@ func celSignature(variables map[string]any) string {
 }
 
 // celAction runs an action of kind cel: its compiled expression, reading
-// the call's input as event.data.
+// the call's input as event.data, with the numbers its input schema calls
+// integers as CEL ints.
 func (e *callEnv) celAction(ctx context.Context) (any, *Failure) {
-	value, err := e.target.compiled.Expression().Eval(ctx, map[string]any{"event": map[string]any{"data": e.input}})
+	data := expr.Integers(e.input, action.InputSchema(e.target.action))
+	value, err := e.target.compiled.Expression().Eval(ctx, map[string]any{"event": map[string]any{"data": data}})
 	if err != nil {
 		return nil, celFailure(err)
 	}

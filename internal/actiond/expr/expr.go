@@ -424,3 +424,58 @@ func quoteExpression(src string) string {
 	}
 	return fmt.Sprintf("%q", src)
 }
+
+// Integers returns v with every whole float64 that schema types as an
+// integer as an int64, at any depth its properties, additionalProperties
+// and items describe. JSON carries every number as a double, and CEL adds
+// no double to an int, so a property the input schema calls an integer
+// reads as CEL's int (n * 2) and one it calls a number as its double
+// (x * 1.5). What the schema does not describe is left as it is.
+func Integers(v any, schema map[string]any) any {
+	if schema == nil {
+		return v
+	}
+	switch v := v.(type) {
+	case float64:
+		if typedInteger(schema) && v == math.Trunc(v) && v >= math.MinInt64 && v < math.MaxInt64 {
+			return int64(v)
+		}
+	case map[string]any:
+		properties, _ := schema["properties"].(map[string]any)
+		additional, _ := schema["additionalProperties"].(map[string]any)
+		out := make(map[string]any, len(v))
+		for key, value := range v {
+			sub, _ := properties[key].(map[string]any)
+			if sub == nil {
+				sub = additional
+			}
+			out[key] = Integers(value, sub)
+		}
+		return out
+	case []any:
+		items, _ := schema["items"].(map[string]any)
+		out := make([]any, len(v))
+		for i, value := range v {
+			out[i] = Integers(value, items)
+		}
+		return out
+	}
+	return v
+}
+
+// typedInteger says whether schema's type admits integers and not other
+// numbers: "integer", or a list of types naming integer and not number.
+func typedInteger(schema map[string]any) bool {
+	switch t := schema["type"].(type) {
+	case string:
+		return t == "integer"
+	case []any:
+		integer, number := false, false
+		for _, name := range t {
+			integer = integer || name == "integer"
+			number = number || name == "number"
+		}
+		return integer && !number
+	}
+	return false
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +435,29 @@ func TestVariablesOfTakeTheirValuesTypes(t *testing.T) {
 	}
 	if _, err := expr.NewEnv(expr.Variables("x"), expr.VariablesOf(map[string]any{"x": 1})); err == nil {
 		t.Error("a variable declared by both Variables and VariablesOf must be refused")
+	}
+}
+
+// Integers reads as CEL ints exactly the whole numbers the schema types as
+// integers, at any depth it describes; numbers stay doubles.
+func TestIntegers(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"n":     map[string]any{"type": "integer"},
+		"x":     map[string]any{"type": "number"},
+		"maybe": map[string]any{"type": []any{"integer", "null"}},
+		"ids":   map[string]any{"type": "array", "items": map[string]any{"type": "integer"}},
+		"inner": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}},
+	}}
+	in := map[string]any{"n": 21.0, "x": 2.0, "maybe": 3.0, "ids": []any{1.0, 2.0}, "inner": map[string]any{"a": 4.0}, "other": 5.0}
+	got := expr.Integers(in, schema).(map[string]any)
+	want := map[string]any{"n": int64(21), "x": 2.0, "maybe": int64(3), "ids": []any{int64(1), int64(2)}, "inner": map[string]any{"a": int64(4)}, "other": 5.0}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Integers: %#v, want %#v", got, want)
+	}
+	if in["n"] != 21.0 {
+		t.Errorf("Integers changed its input: %#v", in)
+	}
+	if got := expr.Integers(21.5, map[string]any{"type": "integer"}); got != 21.5 {
+		t.Errorf("a fraction typed integer became %#v", got)
 	}
 }

@@ -62,13 +62,31 @@ func TestCallFixedInput(t *testing.T) {
 	})
 }
 
+// An action of kind cel reads the arguments its input schema types as
+// integers as CEL ints, and those it types as numbers as doubles: CEL adds
+// no double to an int, so n * 2 on 21 is 42 and x * 1.5 on 2 is 3.0, and
+// int(x) of a double still truncates.
+func TestCELActionNumbers(t *testing.T) {
+	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
+		schema := at.Object(map[string]any{"n": at.Integer(), "x": map[string]any{"type": "number"}}, "n", "x")
+		env.CreateAction(at.NewID(), at.CELTool("arith", `{"twice": event.data.n * 2, "half_more": event.data.x * 1.5, "truncated": int(event.data.x)}`, schema))
+		env.CreateAction(at.NewID(), at.ServerSpec{Name: "numbers", Intent: "NONE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("arith")}}.Input())
+		s := env.Connect("numbers", env.Token(principal, "alice"), rev)
+		res := callTool(t, s, "arith", map[string]any{"n": 21, "x": 2})
+		want := map[string]any{"twice": 42.0, "half_more": 3.0, "truncated": 2.0}
+		if res.IsError || !jsonEqual(res.StructuredContent, want) {
+			t.Errorf("arith: %s %s, want %s", text(res), asJSON(res.StructuredContent), asJSON(want))
+		}
+	})
+}
+
 // ACT-102, ACT-113, ACT-115, ACT-124, ACT-126, ACT-291, ACT-292: arguments
 // failing the tool's schema (a native tool's too), a tool failing, and a
 // missing intent are tool results with isError; the request is SUCCEEDED,
 // its invocation.output says isError, and the failing call keeps its error.
 func TestCallFailuresAreToolErrors(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
-		env.CreateAction(at.NewID(), at.CELTool("typed", `event.data.n + 1.0`, at.Object(map[string]any{"n": at.Integer()}, "n")))
+		env.CreateAction(at.NewID(), at.CELTool("typed", `event.data.n + 1`, at.Object(map[string]any{"n": at.Integer()}, "n")))
 		env.CreateAction(at.NewID(), at.StarlarkTool("broken", "def run(event):\n    fail(\"it broke\")\n", nil, nil))
 		serverID := at.NewID()
 		env.CreateAction(serverID, at.ServerSpec{Name: "failing", Policies: at.Everything(), Tools: []map[string]any{at.Ref("typed"), at.Ref("broken"), at.Ref("cel")}}.Input())

@@ -18,7 +18,7 @@ func BenchmarkRecordedToolsCall(b *testing.B) {
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run(string(d), func(b *testing.B) {
 			env := at.New(b, d, at.Options{})
-			env.CreateAction(at.NewID(), at.CELTool("double", `event.data.n * 2.0`, at.Object(map[string]any{"n": at.Integer()}, "n")))
+			env.CreateAction(at.NewID(), at.CELTool("double", `event.data.n * 2`, at.Object(map[string]any{"n": at.Integer()}, "n")))
 			env.CreateAction(at.NewID(), at.ServerSpec{Name: "bench", Mode: "LIVE", Policies: at.Everything(), Tools: []map[string]any{at.Ref("double")}}.Input())
 			token := env.Token(server.LocalPrincipal, "bench")
 			body, header := at.Request{Method: "tools/call", Params: map[string]any{"name": "double", "arguments": map[string]any{"n": 21, "intent": "Benchmark."}}}.Body()

@@ -27,7 +27,7 @@ func benchEnv(b *testing.B, d store.Dialect) (*at.Env, *modeltest.Server) {
 	env := at.New(b, d, at.Options{Models: at.Providers(model, modelKey)})
 	env.PutPrincipal(server.LocalPrincipal, at.Everything())
 	env.CreateAction(at.NewID(), at.AgentSpec{Name: "worker", Model: "worker", InputSchema: at.Object(map[string]any{"name": at.String()})}.Input())
-	env.CreateAction(at.NewID(), at.CELTool("double", `event.data.n * 2.0`, at.Object(map[string]any{"n": at.Integer()}, "n")))
+	env.CreateAction(at.NewID(), at.CELTool("double", `event.data.n * 2`, at.Object(map[string]any{"n": at.Integer()}, "n")))
 	env.CreateAction(at.NewID(), at.ServerSpec{Name: "bench", Intent: "NONE", Mode: "LIVE", CallsPerMinute: 100_000_000, Policies: at.Everything(),
 		Tools: []map[string]any{at.Ref("worker"), at.Ref("double")}}.Input())
 	return env, model
