@@ -558,20 +558,9 @@ const approvalRefusal = "This tool needs a person's approval for each call, and 
 // run in a preview as if approved (ACT-451): its invocation says so.
 func grantedInPreview(recorded []*store.Execution, id string) {
 	for _, e := range recorded {
-		if e.ID != id {
-			continue
+		if e.ID == id {
+			store.MarkGrantedInPreview(e)
 		}
-		// An invocation is a JSON object or absent; anything else is kept
-		// whole beside the mark rather than dropped.
-		var invocation map[string]any
-		if len(e.Invocation) > 0 && json.Unmarshal(e.Invocation, &invocation) != nil {
-			invocation = map[string]any{"recorded": json.RawMessage(e.Invocation)}
-		}
-		if invocation == nil {
-			invocation = map[string]any{}
-		}
-		invocation["grantedInPreview"] = true
-		e.Invocation, _ = json.Marshal(invocation) // a map of JSON values always encodes
 	}
 }
 

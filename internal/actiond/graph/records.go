@@ -44,14 +44,7 @@ func (e *executionRecord) ParentID() *string             { return optional(e.rec
 func (e *executionRecord) SessionID() *string            { return optional(e.rec.SessionID) }
 func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedAt }
 
-// GrantedInPreview reads the mark an agent's call of a tool that needs
-// approval carries when a preview ran it as if approved.
-func (e *executionRecord) GrantedInPreview() bool {
-	var invocation struct {
-		GrantedInPreview bool `json:"grantedInPreview"`
-	}
-	return json.Unmarshal(e.rec.Invocation, &invocation) == nil && invocation.GrantedInPreview
-}
+func (e *executionRecord) GrantedInPreview() bool { return store.GrantedInPreview(e.rec) }
 
 // StartedBy reads what started a task, and whether a replay recorded it
 // as not started (its invocation says so).

@@ -397,3 +397,30 @@ func NotStarted(e *Execution) bool {
 	}
 	return json.Unmarshal(e.Invocation, &invocation) == nil && invocation.NotStarted
 }
+
+// GrantedInPreview says whether e is an agent's call of a tool that needs
+// approval which a preview ran as if approved (its invocation says so).
+func GrantedInPreview(e *Execution) bool {
+	if e.Role != RoleCall || len(e.Invocation) == 0 {
+		return false
+	}
+	var invocation struct {
+		GrantedInPreview bool `json:"grantedInPreview"`
+	}
+	return json.Unmarshal(e.Invocation, &invocation) == nil && invocation.GrantedInPreview
+}
+
+// MarkGrantedInPreview sets the mark GrantedInPreview reads, beside what
+// e's invocation already holds; an invocation that is not a JSON object
+// is kept whole under "recorded" rather than dropped.
+func MarkGrantedInPreview(e *Execution) {
+	var invocation map[string]any
+	if len(e.Invocation) > 0 && json.Unmarshal(e.Invocation, &invocation) != nil {
+		invocation = map[string]any{"recorded": json.RawMessage(e.Invocation)}
+	}
+	if invocation == nil {
+		invocation = map[string]any{}
+	}
+	invocation["grantedInPreview"] = true
+	e.Invocation, _ = json.Marshal(invocation) // a map of JSON values always encodes
+}

@@ -323,7 +323,6 @@ func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(*Tx)
 	return nil
 }
 
-// classify turns the database's words for "too busy" into ErrContention.
 // connectionEnded reports whether err says the server ended the
 // connection: an operator or a shutdown terminated it (class 57P), or it
 // was closed under the client.
@@ -335,6 +334,7 @@ func connectionEnded(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err)
 }
 
+// classify turns the database's words for "too busy" into ErrContention.
 func (s *Store) classify(err error) error {
 	if err == nil || errors.Is(err, ErrContention) {
 		return err
