@@ -77,3 +77,37 @@ func TestHintOf(t *testing.T) {
 		t.Error("a plain error has a hint")
 	}
 }
+
+// What an error concerns is found anywhere in its chain, an outer naming
+// of a kind never replacing the inner one (as On never replaces it); a
+// coded error that only says what a failure concerns leaves the code to
+// its cause.
+func TestAboutAndOf(t *testing.T) {
+	cause := New("busy", "the instance is busy").On("instance", "w1").On("task_id", "t-1")
+	outer := Wrap("", cause, "").On("instance", "w2")
+	err := fmt.Errorf("calling: %w", outer)
+	if got := AboutOf(err, "instance"); got != "w1" {
+		t.Errorf("AboutOf instance = %q, want the inner w1", got)
+	}
+	if got := AboutOf(err, "task_id"); got != "t-1" {
+		t.Errorf("AboutOf task_id = %q, want the inner t-1", got)
+	}
+	if got := CodeOf(err); got != "busy" {
+		t.Errorf("CodeOf = %q, want the cause's busy past the uncoded wrapper", got)
+	}
+	if got := Of(err); got != cause {
+		t.Errorf("Of = %v, want the cause", got)
+	}
+	if cause.On("instance", "w3"); cause.About["instance"] != "w1" {
+		t.Error("On replaced what the error already named")
+	}
+	embedded := &domainError{Base: Base{Code: "config_invalid", Message: "unknown key"}, File: "mcp.yaml"}
+	embedded.On("field", "templates")
+	joined := errors.Join(errors.New("plain"), fmt.Errorf("loading: %w", embedded))
+	if Of(joined) != &embedded.Base || AboutOf(joined, "field") != "templates" || CodeOf(joined) != "config_invalid" {
+		t.Errorf("a joined, embedded error: Of %v, field %q, code %q", Of(joined), AboutOf(joined, "field"), CodeOf(joined))
+	}
+	if Of(errors.New("plain")) != nil || AboutOf(nil, "instance") != "" {
+		t.Error("a plain error is coded")
+	}
+}

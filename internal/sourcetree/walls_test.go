@@ -1,7 +1,12 @@
 package sourcetree
 
 import (
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +56,86 @@ func TestSharedKitImportsNoWing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Only the command `isx mcp` serves MCP: the TUI, the rest of the CLI and
+// every other package reach the domain of MCP instances through
+// internal/isx/holding, never through the tool surface. The command lives
+// in package main beside the app it shares with every other command (the
+// workspace it opens, the proxy it starts, the clock), so the rule is
+// per file there: only cmd/isx/mcp.go may import the server. Everywhere
+// else it is per package, dependencies of any depth and the packages'
+// tests' imports included.
+func TestOnlyTheMCPCommandImportsTheMCPServer(t *testing.T) {
+	root := moduleRootForTest(t)
+	module := goList(t, root, "-m")
+	server := module + "/internal/isx/mcpserver"
+	command := module + "/cmd/isx"
+	listing := goList(t, root, "-f", "{{.ImportPath}} {{join .Deps \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+	for _, line := range strings.Split(listing, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := fields[0]
+		if pkg == server || pkg == command || strings.HasPrefix(pkg, server+"/") {
+			continue
+		}
+		if slices.Contains(fields[1:], server) {
+			t.Errorf("%s depends on %s: only `isx mcp`'s command (cmd/isx/mcp.go) may; use internal/isx/holding", pkg, server)
+		}
+	}
+	for _, file := range importersIn(t, filepath.Join(root, "cmd", "isx"), server) {
+		if file != "mcp.go" {
+			t.Errorf("cmd/isx/%s imports %s: only `isx mcp`'s command (mcp.go) may; use internal/isx/holding", file, server)
+		}
+	}
+}
+
+// The shared test kit is for tests: only test files and the test kits
+// (packages named …test, and what lies under them) may depend on it, so
+// that nothing of it ever ships in either program.
+func TestTestKitOnlyInTests(t *testing.T) {
+	root := moduleRootForTest(t)
+	module := goList(t, root, "-m")
+	kit := module + "/internal/testkit"
+	listing := goList(t, root, "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...")
+	for _, line := range strings.Split(listing, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == kit || isTestKit(fields[0]) {
+			continue
+		}
+		if slices.Contains(fields[1:], kit) {
+			t.Errorf("%s depends on %s, which only tests and test kits may use", fields[0], kit)
+		}
+	}
+}
+
+// isTestKit reports whether a package is, or lies under, a test kit.
+func isTestKit(pkg string) bool {
+	return slices.ContainsFunc(strings.Split(pkg, "/"), func(part string) bool { return strings.HasSuffix(part, "test") })
+}
+
+// importersIn names the Go files of dir that import pkg.
+func importersIn(t *testing.T, dir, pkg string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var out []string
+	for _, path := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range f.Imports {
+			if p, err := strconv.Unquote(spec.Path.Value); err == nil && p == pkg {
+				out = append(out, filepath.Base(path))
+			}
+		}
+	}
+	return out
 }
 
 func moduleRootForTest(t *testing.T) string {

@@ -14,12 +14,17 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
+
+// location is where a schema is compiled: a name of no consequence, which
+// messages leave out.
+const location = "mem://schema.json"
 
 // Validator checks JSON values against one compiled schema.
 type Validator struct {
@@ -45,15 +50,37 @@ func Compile(schema any) (*Validator, error) {
 	compiler := jsonschema.NewCompiler()
 	compiler.DefaultDraft(jsonschema.Draft2020)
 	compiler.UseLoader(refuseLoader{})
-	const location = "mem://schema.json"
 	if err := compiler.AddResource(location, doc); err != nil {
 		return nil, err
 	}
 	compiled, err := compiler.Compile(location)
 	if err != nil {
-		return nil, fmt.Errorf("not a valid JSON Schema: %w", err)
+		return nil, fmt.Errorf("not a valid JSON Schema: %w", readable(err))
 	}
 	return &Validator{schema: compiled}, nil
+}
+
+// readable says where in the schema a schema breaks the meta-schema and
+// how, instead of the validator's report, which names the schema by the
+// address it was compiled under and the meta-schema's rule groups.
+func readable(err error) error {
+	var invalid *jsonschema.SchemaValidationError
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &invalid) || !errors.As(invalid.Err, &verr) {
+		// Another failure, such as a $ref to nothing, names places in the
+		// schema by that address.
+		return &mcpkit.InvalidError{Message: strings.ReplaceAll(err.Error(), location, ""), Err: err}
+	}
+	cause := deepest(verr)
+	path := mcpkit.PathOf(cause.InstanceLocation)
+	if format, ok := cause.ErrorKind.(*kind.Format); ok {
+		return &mcpkit.InvalidError{Path: path, Message: fmt.Sprintf("%s is not a valid %s: %v", path, format.Want, format.Err), Err: err}
+	}
+	sentence := violation(cause).Sentence()
+	if path == "" {
+		sentence = "the schema" + strings.TrimPrefix(sentence, "the value")
+	}
+	return &mcpkit.InvalidError{Path: path, Message: sentence, Err: err}
 }
 
 type refuseLoader struct{}

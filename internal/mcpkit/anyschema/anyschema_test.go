@@ -149,3 +149,66 @@ func TestMessagesNameTheValue(t *testing.T) {
 		}
 	}
 }
+
+// Explain says every way a value fails, in words and without the address
+// the schema was compiled under, and reads a missing required property
+// beside an undeclared one spelt nearly like it as a typo.
+func TestExplainListsViolationsAndTypos(t *testing.T) {
+	v, err := Compile(map[string]any{"type": "object", "properties": map[string]any{
+		"name":  map[string]any{"type": "string"},
+		"count": map[string]any{"type": "integer", "maximum": 3},
+		"tags": map[string]any{"type": "array", "items": map[string]any{"type": "object",
+			"properties": map[string]any{"label": map[string]any{"type": "string"}}, "required": []any{"label"}}},
+	}, "required": []any{"name", "count"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := Compile(map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}},
+		"required": []any{"name"}, "additionalProperties": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := Compile(map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []any{"n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		v     *Validator
+		value map[string]any
+		want  string
+	}{
+		{v, map[string]any{"nme": "x", "count": 1}, "unknown property nme (did you mean name?)"},
+		{v, map[string]any{"name": "x", "count": "many"}, "count must be a whole number, not a string"},
+		{v, map[string]any{"name": 7, "count": 9}, "count is 9; give at most 3; name must be a string, not a number"},
+		{v, map[string]any{"name": "x", "count": 1, "tags": []any{map[string]any{"lable": "a"}}}, "tags[0]: unknown property lable (did you mean label?)"},
+		{v, map[string]any{"title": "x", "count": 1}, "name is required"},
+		{strict, map[string]any{"nme": "x"}, "unknown property nme (did you mean name?)"},
+		{strict, map[string]any{"nam": "x", "colour": "red"}, `unknown property nam (did you mean name?); this tool takes no argument "colour"; see the inputSchema`},
+		{short, map[string]any{"nn": 21}, "unknown property nn (did you mean n?)"},
+		{short, map[string]any{"n": "x"}, "n must be a whole number, not a string"},
+	} {
+		err := c.v.Explain(c.value)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v, want %q", c.value, err, c.want)
+		}
+		var invalid *mcpkit.InvalidError
+		if !errors.As(err, &invalid) || strings.Contains(err.Error(), "mem://") || strings.Contains(err.Error(), "jsonschema") {
+			t.Errorf("%v: %#v", c.value, err)
+		}
+	}
+	if err := v.Explain(map[string]any{"name": "x", "count": 1}); err != nil {
+		t.Errorf("a valid value: %v", err)
+	}
+}
+
+// A schema that breaks the meta-schema is refused at its place, in words.
+func TestCompileSaysWhereASchemaIsInvalid(t *testing.T) {
+	_, err := Compile(map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": "zero"}}})
+	if err == nil || !strings.Contains(err.Error(), "properties.n.minimum must be a number, not a string") || strings.Contains(err.Error(), "mem://") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = Compile(map[string]any{"type": "objekt"})
+	if err == nil || strings.Contains(err.Error(), "mem://") || !strings.Contains(err.Error(), "type") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package spelling finds the known name nearest to a mistyped one, so that
-// a message can ask "did you mean tpl-dev?". It is not a search: a name
-// too far from every known one gets no suggestion.
+// a message can ask "did you mean tpl-dev?" or "did you mean name?". It is
+// not a search: a name too far from every known one gets no suggestion.
 package spelling
 
 // Nearest is the known name closest to word by edit distance (insertions,
