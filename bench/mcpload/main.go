@@ -1,6 +1,10 @@
 // Command mcpload drives an MCP server's tools/call over Streamable HTTP
 // (revision 2026-07-28, stateless) from N concurrent clients and reports
-// requests per second and latency percentiles.
+// requests per second and latency percentiles. -url may list several
+// endpoints, comma-separated: the clients are split between them evenly
+// (processes sharing one database). -token may list several tokens,
+// comma-separated: client i sends the i-th, round robin (a session each,
+// when the tokens name different subjects).
 //
 //	mcpload -url http://127.0.0.1:8080/mcp/v1/000000000000/bench -token $T \
 //	        -tool double -args '{"n":21,"intent":"benchmark"}' -c 16 -d 20s
@@ -16,14 +20,15 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 func main() {
-	url := flag.String("url", "", "the MCP endpoint")
-	token := flag.String("token", "", "bearer token (optional)")
+	url := flag.String("url", "", "the MCP endpoint, or several, comma-separated")
+	token := flag.String("token", "", "bearer token (optional), or several, comma-separated")
 	tool := flag.String("tool", "", "tool to call")
 	args := flag.String("args", "{}", "tool arguments as JSON")
 	clients := flag.Int("c", 16, "concurrent clients")
@@ -40,7 +45,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mcpload: -args is not a JSON object: %v\n", err)
 		os.Exit(2)
 	}
-	result, err := run(*url, *token, *tool, arguments, *clients, *warmup, *duration)
+	var tokens []string
+	if *token != "" {
+		tokens = strings.Split(*token, ",")
+	}
+	result, err := run(strings.Split(*url, ","), tokens, *tool, arguments, *clients, *warmup, *duration)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mcpload: %v\n", err)
 		os.Exit(1)
@@ -67,7 +76,7 @@ func (o *outcome) percentile(p float64) float64 {
 	return float64(o.latencies[i].Microseconds()) / 1000
 }
 
-func run(url, token, tool string, arguments map[string]any, clients int, warmup, duration time.Duration) (*outcome, error) {
+func run(urls, tokens []string, tool string, arguments map[string]any, clients int, warmup, duration time.Duration) (*outcome, error) {
 	transport := &http.Transport{MaxIdleConnsPerHost: clients * 2, MaxConnsPerHost: clients * 2}
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	var measuring atomic.Bool
@@ -85,7 +94,11 @@ func run(url, token, tool string, arguments map[string]any, clients int, warmup,
 			var mine outcome
 			for i := 0; ctx.Err() == nil; i++ {
 				began := time.Now()
-				err := call(ctx, client, url, token, tool, arguments, c*1_000_000+i)
+				token := ""
+				if len(tokens) > 0 {
+					token = tokens[c%len(tokens)]
+				}
+				err := call(ctx, client, urls[c%len(urls)], token, tool, arguments, c*1_000_000+i)
 				if ctx.Err() != nil {
 					break
 				}

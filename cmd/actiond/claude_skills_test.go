@@ -9,7 +9,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
-// ACT-029, ACT-239..245, ACT-583: the real Claude Code, added over HTTP to
+// ACT-029, ACT-239, ACT-240, ACT-241, ACT-242, ACT-583: the real Claude Code, added over HTTP to
 // the default server, shows the skill basics as a prompt and loads it when
 // the user runs it; its model then attaches the skill's SKILL.md as a
 // resource (ReadMcpResourceTool). The record shows both loads: a

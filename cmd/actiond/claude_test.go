@@ -21,6 +21,7 @@ import (
 
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // claudeHost is the real Claude Code with a home of its own, pointed at a
@@ -110,7 +111,7 @@ func (h *claudeHost) login(approve func(authorizeURL string)) string {
 		h.t.Fatal(err)
 	}
 	defer terminal.Close()
-	var shown at.SyncBuffer
+	var shown testkit.SyncBuffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -185,7 +186,9 @@ func approveOverHTTP(t *testing.T, subject string) func(string) {
 // expired, calls again having refreshed it by itself; a revoked refresh
 // token is refused.
 func TestClaudeCodeSignsInAndRefreshes_ACT056_ACT057(t *testing.T) {
-	p := serve(t, store.SQLite, "--access-token-ttl", "2s")
+	// Without documents offered, Claude Code registers, as it does with
+	// an authorization server that predates them.
+	p := serve(t, store.SQLite, "--access-token-ttl", "2s", "--client-metadata-documents=false")
 	endpoint := p.URL + "/mcp/v1/000000000000/default"
 	api := newMessagesAPI(t, "mcp__actiond__cel", map[string]any{"expression": "1 + 2", "intent": "Add the numbers the user asked about."})
 	claude := newClaudeHost(t, api)
@@ -196,7 +199,7 @@ func TestClaudeCodeSignsInAndRefreshes_ACT056_ACT057(t *testing.T) {
 		t.Fatalf("claude mcp login showed:\n%s", shown)
 	}
 	first := claude.credentials()
-	if first.AccessToken == "" || first.RefreshToken == "" || first.ClientID == "" {
+	if first.AccessToken == "" || first.RefreshToken == "" || first.ClientID == "" || strings.HasPrefix(first.ClientID, "https:") {
 		t.Fatalf("credentials %+v", first)
 	}
 

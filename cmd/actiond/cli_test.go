@@ -16,6 +16,7 @@ import (
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // Every command's --help is a golden file.
@@ -27,7 +28,7 @@ func TestHelp(t *testing.T) {
 		if name == "" {
 			name = "actiond"
 		}
-		golden(t, filepath.Join("help", name+".txt"), out)
+		testkit.Golden(t, filepath.Join("help", name+".txt"), out)
 	}
 }
 
@@ -46,6 +47,7 @@ func TestUsageExitsTwo(t *testing.T) {
 		"execution two IDs":  {"execution", "a", "b"},
 		"limit":              {"executions", "--limit", "0"},
 		"access TTL":         {"serve", "--access-token-ttl", "0s"},
+		"CORS origin":        {"serve", "--data", empty, "--cors-origin", "http://localhost:6274/"},
 		"version argument":   {"version", "now"},
 	} {
 		r := actiond(t, args...)
@@ -213,7 +215,7 @@ func TestUnauthorizedSaysWhy_ACT065_ACT066(t *testing.T) {
 // --version says the same.
 func TestVersion(t *testing.T) {
 	text := mustActiond(t, "version")
-	if !regexp.MustCompile(`^actiond \S+( \([0-9a-f]{12}(, modified)?\))? go\d+\.\d+\S* linux/\w+\n$`).MatchString(text) {
+	if !regexp.MustCompile(`^actiond \S+ \(([0-9a-f]{12}, \S+(, modified)?|commit unknown: built without VCS information)\) go\d+\.\d+\S* linux/\w+\n$`).MatchString(text) {
 		t.Fatalf("version %q", text)
 	}
 	if flag := mustActiond(t, "--version"); flag != text {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,29 +106,6 @@ func mustActiond(t *testing.T, args ...string) string {
 func serve(t *testing.T, d store.Dialect, extra ...string) *at.Process {
 	t.Helper()
 	return at.StartProcess(t, binary, withSchema(t, storetest.Options(t, d)), "", extra...)
-}
-
-// golden compares got with testdata/<name>, rewriting it when
-// UPDATE_GOLDEN=1.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (UPDATE_GOLDEN=1 rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
 }
 
 var (

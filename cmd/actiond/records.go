@@ -11,9 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // The record read without GraphQL: straight from the database actiond
@@ -79,24 +81,76 @@ func (a *app) sessionsCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&serverName, "server", "", "only this MCP server's sessions (its registry name)")
+	_ = cmd.RegisterFlagCompletionFunc("server", completeServers(&f))
 	return cmd
 }
 
-func readSessions(ctx context.Context, st *store.Store, account, serverName string) ([]sessionRow, error) {
-	serverID := ""
-	if serverName != "" {
-		stored, err := registry.ActionByName(ctx, st.NewWork(account), serverName)
-		if errors.Is(err, registry.ErrNotFound) {
-			return nil, fmt.Errorf("no MCP server is named %q in account %s", serverName, account)
-		}
+// serverID is the action ID of the MCP server of that name; a name no
+// server has is an error, as a session no server has is.
+func serverID(ctx context.Context, st *store.Store, account, name string) (string, error) {
+	stored, err := registry.ActionByName(ctx, st.NewWork(account), name)
+	if errors.Is(err, registry.ErrNotFound) || err == nil && stored.Definition.Kind != action.KindMCP {
+		return "", coded.New(codeNoSuchServer, "no MCP server is named %q in account %s", name, account).
+			WithHint("`actiond sessions` lists the servers that have sessions; `actiond completion` completes their names.")
+	}
+	if err != nil {
+		return "", err
+	}
+	return stored.ID, nil
+}
+
+// sessionExists refuses a session ID no server (or not the given one) has,
+// rather than print an empty list as if it had made no requests yet.
+func sessionExists(ctx context.Context, st *store.Store, account, serverID, session string) error {
+	found := false
+	err := st.Read(ctx, func(tx *store.Tx) error {
+		sessions, err := tx.Sessions(ctx, account, serverID)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		serverID = stored.ID
+		for _, s := range sessions {
+			found = found || s.ID == session
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		where := "in account " + account
+		if serverID != "" {
+			where = "of that server"
+		}
+		return coded.New(codeNoSuchSession, "no session %q %s", session, where).
+			WithHint("`actiond sessions` lists the sessions.")
+	}
+	return nil
+}
+
+// serverIDOrAll is serverID, or "" (every server) for no name.
+func serverIDOrAll(ctx context.Context, st *store.Store, account, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	return serverID(ctx, st, account, name)
+}
+
+// Codes of what the record commands cannot find.
+const (
+	codeNoSuchServer    = "no_such_server"
+	codeNoSuchSession   = "no_such_session"
+	codeNoSuchExecution = "no_such_execution"
+	codeAmbiguousID     = "ambiguous_execution_id"
+)
+
+func readSessions(ctx context.Context, st *store.Store, account, serverName string) ([]sessionRow, error) {
+	serverID, err := serverIDOrAll(ctx, st, account, serverName)
+	if err != nil {
+		return nil, err
 	}
 	names := map[string]string{}
 	var rows []sessionRow
-	err := st.Read(ctx, func(tx *store.Tx) error {
+	err = st.Read(ctx, func(tx *store.Tx) error {
 		sessions, err := tx.Sessions(ctx, account, serverID)
 		if err != nil {
 			return err
@@ -135,26 +189,37 @@ func readSessions(ctx context.Context, st *store.Store, account, serverName stri
 
 // executionRow is one request as `actiond executions` shows it.
 type executionRow struct {
-	ID            string          `json:"id"`
-	Server        string          `json:"server"`
-	ServerVersion int64           `json:"serverVersion"`
-	Role          string          `json:"role"`
-	Method        string          `json:"method"`
-	Tool          string          `json:"tool,omitempty"`
-	Intent        string          `json:"intent,omitempty"`
-	Status        string          `json:"status"`
-	Principal     string          `json:"principal"`
-	Subject       string          `json:"subject"`
-	Client        string          `json:"client"`
-	SessionID     string          `json:"sessionId,omitempty"`
-	Preview       bool            `json:"preview"`
-	StartedAt     time.Time       `json:"startedAt"`
-	EndedAt       time.Time       `json:"endedAt,omitzero"`
-	DurationMS    *int64          `json:"durationMs,omitempty"`
-	Error         *recordedError  `json:"error,omitempty"`
-	Input         json.RawMessage `json:"input,omitempty"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	Calls         []*callNode     `json:"calls,omitempty"`
+	ID            string `json:"id"`
+	Server        string `json:"server"`
+	ServerVersion int64  `json:"serverVersion"`
+	Role          string `json:"role"`
+	Method        string `json:"method,omitempty"`
+	Tool          string `json:"tool,omitempty"`
+	Intent        string `json:"intent,omitempty"`
+	// Status is how the request ended for its client: TOOL_ERROR for a
+	// result with isError, which the record keeps as RecordedStatus
+	// (SUCCEEDED: Twisp answered with a result).
+	Status         string         `json:"status"`
+	RecordedStatus string         `json:"recordedStatus,omitempty"`
+	ToolError      *recordedError `json:"toolError,omitempty"`
+	// For a call or a task: the action it ran, the request it is beneath
+	// (or that started it), and the call that made it when that is not the
+	// request itself.
+	Action     *actionRef      `json:"action,omitempty"`
+	Request    *callRef        `json:"request,omitempty"`
+	CalledBy   *callRef        `json:"calledBy,omitempty"`
+	Principal  string          `json:"principal"`
+	Subject    string          `json:"subject"`
+	Client     string          `json:"client"`
+	SessionID  string          `json:"sessionId,omitempty"`
+	Preview    bool            `json:"preview"`
+	StartedAt  time.Time       `json:"startedAt"`
+	EndedAt    time.Time       `json:"endedAt,omitzero"`
+	DurationMS *int64          `json:"durationMs,omitempty"`
+	Error      *recordedError  `json:"error,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Calls      []*callNode     `json:"calls,omitempty"`
 }
 
 // recordedError is an execution's error as the record keeps it.
@@ -180,11 +245,32 @@ type callNode struct {
 	Calls        []*callNode     `json:"calls,omitempty"`
 }
 
+// actionRef names the action a call or a task ran.
+type actionRef struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	Native  bool   `json:"native,omitempty"`
+}
+
+// callRef names an execution a call or a task hangs from.
+type callRef struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Method string `json:"method,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+}
+
 func requestRow(e *store.Execution) executionRow {
 	row := executionRow{
-		ID: e.ID, Server: e.ActionName, ServerVersion: e.ActionVersion, Role: e.Role, Status: e.Status,
+		ID: e.ID, Server: e.ActionName, ServerVersion: e.ActionVersion, Role: e.Role, Status: store.Outcome(e),
 		Principal: e.Caller, Subject: e.Subject, Client: e.Client, SessionID: e.SessionID, Preview: e.Preview,
 		StartedAt: e.StartedAt, EndedAt: e.EndedAt, DurationMS: duration(e), Error: errorOf(e.Error),
+	}
+	if failure := store.RecordedToolError(e); failure != nil {
+		row.ToolError = &recordedError{Code: failure.Code, Message: failure.Message}
+	}
+	if row.Status != e.Status {
+		row.RecordedStatus = e.Status
 	}
 	var input struct {
 		Method string `json:"method"`
@@ -252,11 +338,16 @@ func (a *app) executionsCommand() *cobra.Command {
 			defer st.Close()
 			filter := store.ExecutionFilter{Account: f.account, SessionID: session}
 			if serverName != "" {
-				stored, err := registry.ActionByName(ctx, st.NewWork(f.account), serverName)
+				id, err := serverID(ctx, st, f.account, serverName)
 				if err != nil {
-					return fmt.Errorf("no MCP server is named %q in account %s", serverName, f.account)
+					return err
 				}
-				filter.ActionID = stored.ID
+				filter.ActionID = id
+			}
+			if session != "" {
+				if err := sessionExists(ctx, st, f.account, filter.ActionID, session); err != nil {
+					return err
+				}
 			}
 			lister := &requestLister{st: st, filter: filter}
 			first, err := lister.next(ctx)
@@ -363,20 +454,33 @@ func (l *requestLister) next(ctx context.Context) ([]*store.Execution, error) {
 }
 
 // requestPrinter prints requests as a table, a JSON array, or (following)
-// JSON lines.
+// JSON lines or a stream of rows aligned to the header.
 type requestPrinter struct {
 	a       *app
 	asJSON  bool
 	follow  bool
 	t       *table
+	s       *stream
 	rows    []executionRow
 	printed int
 }
 
+// requestColumns are the columns of `actiond executions`, and the least
+// width each has when followed: an execution ID, a time, and room for
+// the longest method, status and duration a request commonly has.
+var (
+	requestColumns = []string{"EXECUTION", "STARTED", "SERVER", "METHOD", "TOOL", "SUBJECT", "STATUS", "DURATION", "SESSION"}
+	followWidths   = []int{36, 19, 16, 15, 16, 12, 16, 8, 0}
+)
+
 func newRequestPrinter(a *app, asJSON, follow bool) *requestPrinter {
 	p := &requestPrinter{a: a, asJSON: asJSON, follow: follow}
-	if !asJSON {
-		p.t = newTable(a.stdout, "EXECUTION", "STARTED", "SERVER", "METHOD", "TOOL", "SUBJECT", "STATUS", "DURATION", "SESSION")
+	switch {
+	case asJSON:
+	case follow:
+		p.s = newStream(a.stdout, requestColumns, followWidths)
+	default:
+		p.t = newTable(a.stdout, requestColumns...)
 	}
 	return p
 }
@@ -397,19 +501,27 @@ func (p *requestPrinter) print(list []*store.Execution) error {
 		case p.asJSON:
 			p.rows = append(p.rows, row)
 		default:
-			status := row.Status
-			if row.Role == store.RoleRefusal {
-				status += " (refused)"
+			cells := []string{row.ID, stamp(row.StartedAt), row.Server, row.Method, orDash(row.Tool), row.Subject, statusText(row), millis(row.DurationMS, row.Status), orDash(row.SessionID)}
+			if p.s != nil {
+				p.s.row(cells...)
+			} else {
+				p.t.row(cells...)
 			}
-			p.t.row(row.ID, stamp(row.StartedAt), row.Server, row.Method, orDash(row.Tool), row.Subject, status, millis(row.DurationMS), orDash(row.SessionID))
 		}
 	}
-	if p.t != nil && p.follow {
-		// Following, each batch is aligned on its own: a table cannot wait
-		// for rows that have not happened.
-		return p.t.flush(false, "")
+	if p.s != nil {
+		return p.s.flush()
 	}
 	return nil
+}
+
+// statusText is a request's status as the tables show it.
+func statusText(row executionRow) string {
+	status := row.Status
+	if row.Role == store.RoleRefusal {
+		status += " (refused)"
+	}
+	return status
 }
 
 func (p *requestPrinter) done() error {
@@ -420,138 +532,6 @@ func (p *requestPrinter) done() error {
 		return writeJSON(p.a.stdout, p.rows)
 	}
 	return p.t.flush(p.printed == 0, "No requests recorded yet.")
-}
-
-func (a *app) executionCommand() *cobra.Command {
-	var f recordFlags
-	cmd := &cobra.Command{
-		Use:   "execution ID",
-		Short: "Show one request with its call tree",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("execution takes one execution ID, got %d arguments", len(args))
-			}
-			return nil
-		},
-		ValidArgsFunction: completeExecutions(&f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			st, err := f.db.openExisting(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			row, err := readExecution(ctx, st, f.account, args[0])
-			if err != nil {
-				return err
-			}
-			if f.asJSON {
-				return writeJSON(a.stdout, row)
-			}
-			return printExecution(a.stdout, row)
-		},
-	}
-	f.register(cmd)
-	return cmd
-}
-
-func readExecution(ctx context.Context, st *store.Store, account, id string) (*executionRow, error) {
-	var row executionRow
-	err := st.Read(ctx, func(tx *store.Tx) error {
-		e, err := tx.Execution(ctx, account, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no execution %s in account %s; `actiond executions` lists them", id, account)
-		}
-		if err != nil {
-			return err
-		}
-		row = requestRow(e)
-		row.Input, row.Output = e.Input, e.Output
-		row.Calls, err = callTree(ctx, tx, account, id, 0)
-		return err
-	})
-	return &row, err
-}
-
-// maxDepth bounds the call tree a record can make the command walk.
-const maxDepth = 32
-
-func callTree(ctx context.Context, tx *store.Tx, account, parent string, depth int) ([]*callNode, error) {
-	if depth >= maxDepth {
-		return nil, nil
-	}
-	children, err := tx.Executions(ctx, store.ExecutionFilter{Account: account, ParentID: parent})
-	if err != nil {
-		return nil, err
-	}
-	var nodes []*callNode
-	for _, c := range children {
-		node := &callNode{ID: c.ID, Name: c.ActionName, Version: c.ActionVersion, Status: c.Status, Preview: c.Preview,
-			DurationMS: duration(c), Error: errorOf(c.Error), RolledBackBy: c.RolledBackBy, Input: c.Input, Output: c.Output, WriteSet: c.WriteSet}
-		if node.Calls, err = callTree(ctx, tx, account, c.ID, depth+1); err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, node)
-	}
-	return nodes, nil
-}
-
-func printExecution(w interface{ Write([]byte) (int, error) }, row *executionRow) error {
-	fields := newTable(w)
-	fields.row("Execution", row.ID)
-	fields.row("Server", fmt.Sprintf("%s (version %d)", row.Server, row.ServerVersion))
-	method := row.Method
-	if row.Tool != "" {
-		method += " " + row.Tool
-	}
-	fields.row("Request", method)
-	if row.Intent != "" {
-		fields.row("Intent", row.Intent)
-	}
-	fields.row("Subject", fmt.Sprintf("%s (principal %s, client %s)", row.Subject, row.Principal, orDash(row.Client)))
-	fields.row("Session", orDash(row.SessionID))
-	status := row.Status
-	if row.Role == store.RoleRefusal {
-		status += " (refused)"
-	}
-	if row.Preview {
-		status += ", preview"
-	}
-	fields.row("Status", status)
-	fields.row("Started", stamp(row.StartedAt)+", took "+millis(row.DurationMS))
-	if row.Error != nil {
-		fields.row("Error", errorText(row.Error))
-	}
-	if err := fields.flush(false, ""); err != nil {
-		return err
-	}
-	if len(row.Calls) == 0 {
-		_, err := fmt.Fprintln(w, "\nNo calls.")
-		return err
-	}
-	if _, err := fmt.Fprintln(w, "\nCalls:"); err != nil {
-		return err
-	}
-	tree := newTable(w, "CALL", "STATUS", "DURATION", "EXECUTION")
-	var walk func(nodes []*callNode, depth int)
-	walk = func(nodes []*callNode, depth int) {
-		for _, n := range nodes {
-			status := n.Status
-			if n.RolledBackBy != "" {
-				status += " (rolled back)"
-			}
-			if n.Preview {
-				status += ", preview"
-			}
-			tree.row(strings.Repeat("  ", depth)+n.Name, status, millis(n.DurationMS), n.ID)
-			if n.Error != nil {
-				tree.row(strings.Repeat("  ", depth+1)+"error: "+errorText(n.Error), "", "", "")
-			}
-			walk(n.Calls, depth+1)
-		}
-	}
-	walk(row.Calls, 0)
-	return tree.flush(false, "")
 }
 
 func errorText(e *recordedError) string {
@@ -576,9 +556,15 @@ func stamp(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-func millis(ms *int64) string {
-	if ms == nil {
+// millis is how long an execution took; one without an end is running,
+// unless its status says it ended (a refusal records no end).
+func millis(ms *int64, status string) string {
+	if ms != nil {
+		return (time.Duration(*ms) * time.Millisecond).String()
+	}
+	switch status {
+	case store.Queued, store.Running, store.Accepted, store.RetryScheduled:
 		return "running"
 	}
-	return (time.Duration(*ms) * time.Millisecond).String()
+	return "-"
 }

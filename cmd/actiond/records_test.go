@@ -12,6 +12,7 @@ import (
 
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // celCall is a tools/call of the default server's cel tool.
@@ -34,7 +35,10 @@ func columns(t *testing.T, table string, header ...string) []string {
 		}
 		starts = append(starts, i)
 	}
-	for _, line := range lines[1:] {
+	// Columns count characters, as a terminal shows them: a cell cut short
+	// ends in "…", one character of three bytes.
+	for _, text := range lines[1:] {
+		line := []rune(text)
 		for _, start := range starts[1:] {
 			if start >= len(line) || line[start-1] != ' ' || line[start] == ' ' {
 				t.Fatalf("not aligned at column %d:\n%s", start, table)
@@ -71,7 +75,7 @@ func TestRecordCommands(t *testing.T) {
 	if len(rows) != 2 || !strings.HasPrefix(rows[0], "default  5:local:ada  2 ") || !strings.Contains(rows[1], "5:local:bob  1 ") {
 		t.Fatalf("sessions:\n%s", table)
 	}
-	golden(t, "json/sessions.json", normalise(mustActiond(t, append([]string{"sessions", "--json"}, db...)...), replace))
+	testkit.Golden(t, "json/sessions.json", normalise(mustActiond(t, append([]string{"sessions", "--json"}, db...)...), replace))
 
 	table = mustActiond(t, append([]string{"executions"}, db...)...)
 	rows = columns(t, table, "EXECUTION", "STARTED", "SERVER", "METHOD", "TOOL", "SUBJECT", "STATUS", "DURATION", "SESSION")
@@ -83,7 +87,7 @@ func TestRecordCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &all); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "json/executions.json", normalise(raw, replace))
+	testkit.Golden(t, "json/executions.json", normalise(raw, replace))
 	if only := mustActiond(t, append([]string{"executions", "--session", "5:local:bob"}, db...)...); strings.Count(only, "\n") != 2 || !strings.Contains(only, "tools/list") {
 		t.Fatalf("--session:\n%s", only)
 	}
@@ -120,7 +124,7 @@ func TestRecordCommands(t *testing.T) {
 			t.Errorf("execution lacks %q:\n%s", want, detail)
 		}
 	}
-	golden(t, "json/execution.json", normalise(mustActiond(t, append([]string{"execution", "--json", first}, db...)...), replace))
+	testkit.Golden(t, "json/execution.json", normalise(mustActiond(t, append([]string{"execution", "--json", first}, db...)...), replace))
 	if r := actiond(t, append([]string{"execution", "00000000-0000-4000-8000-00000000dead"}, db...)...); r.code != 1 || !strings.Contains(r.stderr, "no execution 00000000-0000-4000-8000-00000000dead") {
 		t.Fatalf("an unknown execution: %d %s", r.code, r.stderr)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -20,15 +21,22 @@ import (
 
 	"github.com/incusspawn/isx/internal/actiond/agent"
 	"github.com/incusspawn/isx/internal/actiond/auth"
+	"github.com/incusspawn/isx/internal/actiond/explorer"
 	"github.com/incusspawn/isx/internal/actiond/server"
 	"github.com/incusspawn/isx/internal/actiond/signin"
+	"github.com/incusspawn/isx/internal/actiond/starlark"
 )
 
 func (a *app) serveCommand() *cobra.Command {
 	var db database
 	var addr, public, configPath, cpuProfile string
 	var accessTTL time.Duration
+	var documents bool
+	var corsOrigins []string
+	var metrics bool
 	var taskOptions server.TaskOptions
+	var programs server.ProgramOptions
+	var programMemoryMiB, memoryLimitMiB int64
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the GraphQL API, the MCP servers and the sign-in",
@@ -44,7 +52,21 @@ func (a *app) serveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), serveSettings{db: &db, addr: addr, public: publicURL(public, addr), config: config, cpuProfile: cpuProfile, accessTTL: accessTTL, tasks: taskOptions})
+			if programMemoryMiB < 1 || programMemoryMiB > 16<<10 {
+				return usagef("--program-memory must be from 1 to 16384 MiB, not %d", programMemoryMiB)
+			}
+			if programs.Concurrency < 1 {
+				return usagef("--programs must be at least 1, not %d", programs.Concurrency)
+			}
+			if memoryLimitMiB < 0 {
+				return usagef("--memory-limit must be 0 (none) or more MiB, not %d", memoryLimitMiB)
+			}
+			if _, err := server.NewCORS("", corsOrigins); err != nil {
+				return usagef("%s", err)
+			}
+			programs.MaxAllocBytes = programMemoryMiB << 20
+			softMemoryLimit(memoryLimitMiB << 20)
+			return a.serve(cmd.Context(), serveSettings{db: &db, addr: addr, public: publicURL(public, addr), config: config, cpuProfile: cpuProfile, accessTTL: accessTTL, documents: documents, corsOrigins: corsOrigins, metrics: metrics, tasks: taskOptions, programs: programs})
 		},
 	}
 	db.register(cmd)
@@ -52,12 +74,32 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&public, "public-url", "", "URL clients reach actiond at (default http://<addr>); tokens name it as issuer and in aud")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming further token issuers and the model providers callable agents use")
 	cmd.Flags().DurationVar(&accessTTL, "access-token-ttl", signin.DefaultAccessTTL, "how long a signed-in host's access token lasts; the host refreshes it")
+	cmd.Flags().BoolVar(&documents, "client-metadata-documents", true, "let hosts sign in with the https URL of their metadata document as client_id (SEP-991); off, they register")
+	cmd.Flags().StringArrayVar(&corsOrigins, "cors-origin", nil, "an origin (scheme://host[:port]) whose pages may call the MCP endpoints and the sign-in's token, registration and revocation; repeat for more (default none)")
+	cmd.Flags().BoolVar(&metrics, "metrics", false, "serve Prometheus metrics at GET /metrics to whoever reaches --addr (they name the servers and show their load)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for benchmarks)")
 	cmd.Flags().IntVar(&taskOptions.Workers, "task-workers", 4, "how many tasks (callable agents' runs) this process runs at once")
 	cmd.Flags().DurationVar(&taskOptions.Liveness, "liveness", 15*time.Second, "how long a process may go silent before another settles what it left running")
 	cmd.Flags().DurationVar(&taskOptions.Poll, "task-poll", time.Second, "how often this process looks for tasks other processes queued")
+	cmd.Flags().Int64Var(&programMemoryMiB, "program-memory", starlark.DefaultMaxAllocBytes>>20, "MiB a Starlark program (or tool) may allocate in one run, with the Starlark tools it calls")
+	cmd.Flags().IntVar(&programs.Concurrency, "programs", starlark.DefaultConcurrency, "how many Starlark programs and tools this process runs at once; more wait")
+	cmd.Flags().Int64Var(&memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "MiB of heap past which the garbage collector works harder to stay under (a soft limit, 0 for none; GOMEMLIMIT, when set, wins)")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	return cmd
+}
+
+// defaultMemoryLimitMiB is the soft heap limit: what actiond needs
+// besides its Starlark runs, and --programs × --program-memory for them
+// (2 × 64 MiB), with room to spare. Without it the collector lets the
+// garbage of finished runs grow the heap to twice what is live.
+const defaultMemoryLimitMiB = 192
+
+// softMemoryLimit sets the collector's soft limit, unless the environment
+// names one.
+func softMemoryLimit(bytes int64) {
+	if bytes > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(bytes)
+	}
 }
 
 type serveSettings struct {
@@ -67,7 +109,13 @@ type serveSettings struct {
 	config     config
 	cpuProfile string
 	accessTTL  time.Duration
-	tasks      server.TaskOptions
+	documents  bool
+	// corsOrigins are the origins of browser-based hosts (--cors-origin).
+	corsOrigins []string
+	// metrics serves GET /metrics (--metrics).
+	metrics  bool
+	tasks    server.TaskOptions
+	programs server.ProgramOptions
 }
 
 func (a *app) serve(ctx context.Context, s serveSettings) error {
@@ -77,8 +125,8 @@ func (a *app) serve(ctx context.Context, s serveSettings) error {
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := server.New(ctx, server.Options{
 		Store: s.db.options(false), PublicURL: s.public, Listen: s.addr, Issuers: s.config.Issuers, Logger: logger,
-		SignIn: server.SignIn{DefaultSubject: currentUser(), AccessTTL: s.accessTTL},
-		Models: s.config.Models, Tasks: s.tasks,
+		SignIn: server.SignIn{DefaultSubject: currentUser(), AccessTTL: s.accessTTL, NoClientDocuments: !s.documents},
+		Models: s.config.Models, Tasks: s.tasks, Programs: s.programs, CORSOrigins: s.corsOrigins, Metrics: s.metrics,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot start on %s: %w", s.db.describe(), err)
@@ -95,7 +143,7 @@ func (a *app) serve(ctx context.Context, s serveSettings) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.addr, err)
 	}
-	httpServer := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpServer := srv.HTTPServer()
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -119,6 +167,7 @@ func (a *app) announce(s serveSettings, srv *server.Server) {
 	}
 	fmt.Fprintf(w, "actiond: GraphQL           %s/financial/v1/graphql\n", s.public)
 	fmt.Fprintf(w, "actiond: MCP server        %s\n", auth.MCPResourceURL(s.public, auth.DefaultAccount, "default"))
+	fmt.Fprintf(w, "actiond: explorer          %s%s\n", s.public, explorer.Path)
 	if srv.SignIn != nil {
 		fmt.Fprintf(w, "actiond: sign-in           MCP hosts sign in by themselves (%s%s)\n", s.public, auth.AuthorizationServerMetadataPath)
 	} else {

@@ -194,21 +194,12 @@ func validateAgainst(schema *anyschema.Validator, what string, value any) error 
 	if schema == nil {
 		return nil
 	}
-	if err := schema.Validate(value); err != nil {
-		err = schemaFailure(err)
+	// Every failing keyword at its place, in words: the validator's own
+	// report names the schema by the address it was compiled under.
+	if err := schema.Explain(value); err != nil {
 		return newError(CodeBadRequest, what, fmt.Sprintf("the %s does not match its schema: %v", what, err), err)
 	}
 	return nil
-}
-
-// schemaFailure is the validator's own report beneath mcpkit's sentence: an
-// action's records and tool errors carry it in full, every failing keyword
-// with its location, as they always have.
-func schemaFailure(err error) error {
-	if cause := errors.Unwrap(err); cause != nil {
-		return cause
-	}
-	return err
 }
 
 // Scope is what fixed input reads.
@@ -300,8 +291,8 @@ func (c *Compiled) SessionInput(ctx context.Context, request any) (map[string]an
 		return nil, fmt.Errorf("%w: %w", ErrSessionInvalid, err)
 	}
 	if c.sessionSchema != nil {
-		if err := c.sessionSchema.Validate(input); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSessionInvalid, wrapped(CodeBadRequest, "session.inputSchema", schemaFailure(err)))
+		if err := c.sessionSchema.Explain(input); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSessionInvalid, wrapped(CodeBadRequest, "session.inputSchema", err))
 		}
 	}
 	return input, nil

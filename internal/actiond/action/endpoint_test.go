@@ -201,9 +201,9 @@ func TestInputValidation(t *testing.T) {
 	}
 }
 
-// ACT-263..266: resource templates match in full, each variable one or more
-// characters, percent-decoded.
-func TestURITemplate_ACT263_ACT266(t *testing.T) {
+// ACT-264, ACT-265: resource templates match in full, each variable one or
+// more characters, percent-decoded.
+func TestURITemplate_ACT264_ACT265(t *testing.T) {
 	tmpl, err := action.ParseURITemplate("twisp://accounts/{account_id}/entries/{entry}")
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +250,8 @@ func TestURITemplate_ACT263_ACT266(t *testing.T) {
 	}
 }
 
-// ACT-302..321 through the action helpers: names, kinds, annotations and
-// open world at the versions references resolve to.
+// ACT-310, ACT-315, ACT-316, ACT-317, ACT-318 through the action helpers: names,
+// kinds, annotations and open world at the versions references resolve to.
 func TestListingHelpers_ACT310_ACT318(t *testing.T) {
 	ctx := context.Background()
 	r := fixtures()

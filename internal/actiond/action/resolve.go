@@ -67,6 +67,21 @@ func ResolveTool(ctx context.Context, resolver Resolver, name string, version in
 	return resolver.Resolve(ctx, name, version)
 }
 
+// ResolveSkill resolves a skill reference at its pinned or latest version;
+// ok is false when it no longer resolves to an enabled skill (an unknown
+// name or version, a deleted or disabled action, another kind), which its
+// server or agent then leaves out.
+func ResolveSkill(ctx context.Context, resolver Resolver, ref SkillRef) (t Target, ok bool, err error) {
+	t, err = resolver.Resolve(ctx, ref.Name, versionOf(ref.Version))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Target{}, false, nil
+	case err != nil:
+		return Target{}, false, err
+	}
+	return t, !t.Deleted && t.Enabled && t.Definition.Kind == KindSkill, nil
+}
+
 // Document is the target as context.document of a policy assertion: its
 // definition's JSON fields plus id and version.
 func Document(t Target) map[string]any {

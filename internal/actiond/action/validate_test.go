@@ -46,7 +46,7 @@ func TestValidServers_ACT003_ACT014(t *testing.T) {
 	full.MCP.Limits = &action.Limits{CallsPerMinute: 60}
 	full.MCP.Resources = []action.ResourceTemplate{{URITemplate: "twisp://accounts/{account_id}", Name: "account", Tool: "get_account"}}
 	if err := validate(t, full); err != nil {
-		t.Fatalf("ACT-015..018: tools, agents, models and natives, pinned versions and fixed input: %v", err)
+		t.Fatalf("tools, agents, models and natives, pinned versions and fixed input: %v", err)
 	}
 }
 

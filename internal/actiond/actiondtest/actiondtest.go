@@ -62,6 +62,14 @@ type Options struct {
 	Models []agent.Provider
 	// Tasks configure the task workers.
 	Tasks server.TaskOptions
+	// Issuers are token issuers besides the local one (an outside
+	// identity provider), given the public URL their audiences name.
+	Issuers func(publicURL string) []auth.IssuerConfig
+	// Metrics serves GET /metrics (server.Options.Metrics).
+	Metrics bool
+	// CORSOrigins are the origins whose pages may call the MCP endpoints
+	// and the sign-in's endpoints (server.Options.CORSOrigins).
+	CORSOrigins []string
 }
 
 // Env is one running actiond.
@@ -94,13 +102,18 @@ func New(t testing.TB, d store.Dialect, opts Options) *Env {
 	if opts.PublicURL != "" {
 		public = opts.PublicURL
 	}
+	var issuers []auth.IssuerConfig
+	if opts.Issuers != nil {
+		issuers = opts.Issuers(public)
+	}
 	logger := slog.New(slog.DiscardHandler)
 	if opts.Log {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	srv, err := server.New(context.Background(), server.Options{
 		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger, SignIn: opts.SignIn,
-		Models: opts.Models, Getenv: func(string) string { return "" }, Tasks: opts.Tasks,
+		Models: opts.Models, Getenv: func(string) string { return "" }, Tasks: opts.Tasks, Issuers: issuers,
+		Metrics: opts.Metrics, CORSOrigins: opts.CORSOrigins,
 	})
 	if err != nil {
 		ts.Close()
@@ -279,7 +292,7 @@ func (e *Env) ExecutionsWhere(where map[string]any) []map[string]any {
 	var out []map[string]any
 	var after any
 	for {
-		data := e.MustGraphQL(`query($w: ExecutionWhere, $after: String) { actions { executions(where: $w, first: 500, after: $after) {
+		data := e.MustGraphQL(`query($w: ExecutionWhere, $after: String) { actions { executions(where: $w, first: 100, after: $after) {
 			edges { node { `+ExecutionFields+` } } pageInfo { hasNextPage endCursor } } } }`,
 			map[string]any{"w": where, "after": after})
 		conn := Dig(data, "actions", "executions").(map[string]any)

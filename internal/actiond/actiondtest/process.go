@@ -1,7 +1,6 @@
 package actiondtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/sourcetree"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // Build builds cmd/actiond into dir and returns the binary's path.
@@ -70,27 +69,8 @@ type Process struct {
 	URL, PublicURL string
 	Store          store.Options
 	cmd            *exec.Cmd
-	stderr         *SyncBuffer
+	stderr         *testkit.SyncBuffer
 	exited         chan struct{}
-}
-
-// SyncBuffer collects a process's or a terminal's output while a test
-// reads it.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // StartProcess runs `actiond serve` on a free loopback port over the store,
@@ -105,7 +85,7 @@ func StartProcess(t testing.TB, binary string, opts store.Options, publicURL str
 	}
 	args := append([]string{"serve", "--addr", addr, "--public-url", publicURL}, StoreArgs(opts)...)
 	args = append(args, extra...)
-	p := &Process{T: t, Binary: binary, Addr: addr, URL: url, PublicURL: publicURL, Store: opts, stderr: &SyncBuffer{}, exited: make(chan struct{})}
+	p := &Process{T: t, Binary: binary, Addr: addr, URL: url, PublicURL: publicURL, Store: opts, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -172,6 +152,9 @@ func (p *Process) Stop() {
 		p.Kill()
 	}
 }
+
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Log is what the process wrote to stderr.
 func (p *Process) Log() string { return p.stderr.String() }

@@ -121,7 +121,7 @@ func anthropicErrorMessage(body io.Reader) string {
 func readAnthropicStream(ctx context.Context, body io.Reader) (*Response, error) {
 	resp := &Response{}
 	var blocks []*Block
-	var inputs []*strings.Builder
+	var inputs, texts []*strings.Builder
 	var failure error
 	stopped := false
 	err := readEvents(body, func(e event) bool {
@@ -156,19 +156,27 @@ func readAnthropicStream(ctx context.Context, body io.Reader) (*Response, error)
 		case "message_start":
 			resp.Usage.InputTokens = wire.Message.Usage.InputTokens
 		case "content_block_start":
-			for len(blocks) <= wire.Index {
-				blocks, inputs = append(blocks, &Block{}), append(inputs, &strings.Builder{})
+			// Blocks start in order; an index further on would make every
+			// block up to it.
+			if wire.Index < 0 || wire.Index > len(blocks) || wire.Index >= maxBlocks {
+				failure = invalidAnswer(fmt.Sprintf("The model's provider started block %d after %d blocks (at most %d).", wire.Index, len(blocks), maxBlocks), nil)
+				return false
+			}
+			if wire.Index == len(blocks) {
+				blocks, inputs, texts = append(blocks, &Block{}), append(inputs, &strings.Builder{}), append(texts, &strings.Builder{})
 			}
 			b := wire.ContentBlock
-			*blocks[wire.Index] = Block{Type: b.Type, Text: b.Text, ID: b.ID, Name: b.Name}
+			*blocks[wire.Index] = Block{Type: b.Type, ID: b.ID, Name: b.Name}
+			texts[wire.Index].Reset()
+			texts[wire.Index].WriteString(b.Text)
 		case "content_block_delta":
-			if wire.Index >= len(blocks) {
+			if wire.Index < 0 || wire.Index >= len(blocks) {
 				failure = unavailable("The model's provider sent a delta for a block it never started.", nil)
 				return false
 			}
 			switch wire.Delta.Type {
 			case "text_delta":
-				blocks[wire.Index].Text += wire.Delta.Text
+				texts[wire.Index].WriteString(wire.Delta.Text)
 			case "input_json_delta":
 				inputs[wire.Index].WriteString(wire.Delta.PartialJSON)
 			}
@@ -193,9 +201,10 @@ func readAnthropicStream(ctx context.Context, body io.Reader) (*Response, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, unavailable("The model's provider ended its answer before message_stop.", err)
+		return nil, streamError(err, "The model's provider ended its answer before message_stop.")
 	}
 	for i, b := range blocks {
+		b.Text = texts[i].String()
 		if b.Type == BlockToolUse {
 			b.Input = json.RawMessage(inputs[i].String())
 			if len(b.Input) == 0 {

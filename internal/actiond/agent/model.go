@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -98,7 +99,28 @@ const (
 	CodeModelRequestFailed = "model_request_failed"
 	// CodeModelNotConfigured: actiond has no provider of that name.
 	CodeModelNotConfigured = "model_not_configured"
+	// CodeModelAnswerInvalid: the provider's answer was larger than an
+	// answer may be, or out of the protocol's shape (a block index far
+	// ahead of the blocks started); retrying will not help.
+	CodeModelAnswerInvalid = "model_answer_invalid"
 )
+
+// maxBlocks bounds the blocks (text, tool uses) of one answer.
+const maxBlocks = 256
+
+// invalidAnswer is an answer refused for its size or its shape.
+func invalidAnswer(message string, cause error) *ModelError {
+	return &ModelError{Base: coded.Base{Code: CodeModelAnswerInvalid, Message: message, Err: cause,
+		Hint: "The model's provider answered outside what actiond accepts; check the provider configured for this agent, or ask for a shorter answer."}}
+}
+
+// streamError is what a stream that could not be read fails with.
+func streamError(err error, ended string) *ModelError {
+	if errors.Is(err, errResponseTooLarge) {
+		return invalidAnswer(fmt.Sprintf("The model's answer was larger than %d bytes.", maxResponseBytes), err)
+	}
+	return unavailable(ended, err)
+}
 
 // ModelError is an exchange that failed. Retryable says whether a later
 // attempt may succeed.

@@ -146,12 +146,19 @@ func openAIErrorMessage(body io.Reader) string {
 var finishReasons = map[string]string{"stop": StopEndTurn, "tool_calls": StopToolUse, "function_call": StopToolUse,
 	"length": StopMaxTokens, "content_filter": StopRefusal}
 
+// streamedCall is a tool call as its deltas build it.
+type streamedCall struct {
+	index           int
+	id              string
+	name, arguments strings.Builder
+}
+
 // readOpenAIStream assembles a response from chunks (data: {choices: [{delta,
 // finish_reason}], usage}) until data: [DONE].
 func readOpenAIStream(ctx context.Context, body io.Reader) (*Response, error) {
 	resp := &Response{}
 	var said strings.Builder
-	calls := map[int]*openAIToolCall{}
+	calls := map[int]*streamedCall{}
 	var failure error
 	done := false
 	err := readEvents(body, func(e event) bool {
@@ -191,14 +198,18 @@ func readOpenAIStream(ctx context.Context, body io.Reader) (*Response, error) {
 			for _, delta := range choice.Delta.ToolCalls {
 				call, ok := calls[delta.Index]
 				if !ok {
-					call = &openAIToolCall{Index: delta.Index}
+					if delta.Index < 0 || len(calls) >= maxBlocks {
+						failure = invalidAnswer(fmt.Sprintf("The model's provider sent tool call %d after %d tool calls (at most %d).", delta.Index, len(calls), maxBlocks), nil)
+						return false
+					}
+					call = &streamedCall{index: delta.Index}
 					calls[delta.Index] = call
 				}
 				if delta.ID != "" {
-					call.ID = delta.ID
+					call.id = delta.ID
 				}
-				call.Function.Name += delta.Function.Name
-				call.Function.Arguments += delta.Function.Arguments
+				call.name.WriteString(delta.Function.Name)
+				call.arguments.WriteString(delta.Function.Arguments)
 			}
 			if choice.FinishReason != "" {
 				resp.StopReason = choice.FinishReason
@@ -216,7 +227,7 @@ func readOpenAIStream(ctx context.Context, body io.Reader) (*Response, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, unavailable("The model's provider ended its answer before [DONE].", err)
+		return nil, streamError(err, "The model's provider ended its answer before [DONE].")
 	}
 	if said.Len() > 0 {
 		resp.Content = append(resp.Content, Block{Type: BlockText, Text: said.String()})
@@ -228,14 +239,14 @@ func readOpenAIStream(ctx context.Context, body io.Reader) (*Response, error) {
 	sort.Ints(indexes)
 	for _, i := range indexes {
 		call := calls[i]
-		input := json.RawMessage(call.Function.Arguments)
+		input := json.RawMessage(call.arguments.String())
 		if len(input) == 0 {
 			input = json.RawMessage("{}")
 		}
 		if !json.Valid(input) {
 			return nil, unavailable("The model's provider sent a tool call whose arguments are not JSON.", nil)
 		}
-		resp.Content = append(resp.Content, Block{Type: BlockToolUse, ID: call.ID, Name: call.Function.Name, Input: input})
+		resp.Content = append(resp.Content, Block{Type: BlockToolUse, ID: call.id, Name: call.name.String(), Input: input})
 	}
 	return resp, nil
 }

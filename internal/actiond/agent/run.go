@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
@@ -46,7 +47,40 @@ const (
 	CodeModelRefused = "model_refused"
 	// CodeRecordFailed: an attempt could not record what it did.
 	CodeRecordFailed = "task_record_failed"
+	// CodeTranscriptTooLarge: the conversation grew past maxTranscriptBytes.
+	CodeTranscriptTooLarge = "agent_transcript_too_large"
 )
+
+// What a conversation holds: each tool result is cut to
+// maxToolResultBytes for the model (the call's record keeps it whole),
+// and the conversation, sent again at every turn, to maxTranscriptBytes.
+const (
+	maxToolResultBytes = 1 << 20
+	maxTranscriptBytes = 48 << 20
+)
+
+// forModel cuts a tool result to what the model is sent.
+func forModel(content string) string {
+	if len(content) <= maxToolResultBytes {
+		return content
+	}
+	cut := maxToolResultBytes
+	for cut > 0 && !utf8.RuneStart(content[cut]) {
+		cut--
+	}
+	return content[:cut] + fmt.Sprintf("\n… (cut: the result is %d bytes; the first %d are shown)", len(content), cut)
+}
+
+// transcriptBytes is about what the conversation takes.
+func transcriptBytes(messages []Message) int {
+	n := 0
+	for _, m := range messages {
+		for _, b := range m.Content {
+			n += len(b.Text) + len(b.Content) + len(b.Input) + len(b.Name) + len(b.ID) + 32
+		}
+	}
+	return n
+}
 
 // Spec is what a task's start records for the worker that runs it.
 type Spec struct {
@@ -136,6 +170,10 @@ type Result struct {
 	Err         error
 	// Work holds the agent's writes, to apply with its SUCCEEDED record.
 	Work *store.Work
+	// Recorded are the executions the attempt ended with, not yet recorded:
+	// the model exchange that gave the final answer, which the task's end
+	// records in its own transaction, as the exchange ends.
+	Recorded []*store.Execution
 }
 
 // Run runs one attempt to its end.
@@ -151,10 +189,10 @@ func (r *Runner) Run(ctx context.Context, a Attempt) Result {
 	case errors.Is(res.Err, store.ErrLeaseLost):
 		return res
 	case ctx.Err() != nil:
-		return Result{Interrupted: true, Err: context.Cause(ctx)}
+		return Result{Interrupted: true, Err: context.Cause(ctx), Recorded: res.Recorded}
 	case attemptCtx.Err() != nil && (res.Interrupted || res.Failure == nil || res.Failure.Code == engine.CodeTimeout):
 		// The attempt passed its response timeout, wherever it was.
-		res = Result{Failure: timeoutFailure(run.definition)}
+		res = Result{Failure: timeoutFailure(run.definition), Recorded: res.Recorded}
 	}
 	res.Work = run.work
 	return res
@@ -182,6 +220,11 @@ type run struct {
 	loader *ToolSpec
 	work   *store.Work
 	who    *auth.Identity
+	// layers are the authority last read, at generation: the principal,
+	// the server and the agent are registry rows, so while the generation
+	// stays where it was they are what was read.
+	layers     []policy.Layer
+	generation int64
 }
 
 // skill is one of the agent's skills, resolved: a preloaded one's
@@ -256,21 +299,13 @@ func (r *Runner) resolveSkills(ctx context.Context, account string, def action.D
 	resolver := r.Registry.Resolver(account)
 	var out []skill
 	for _, ref := range def.Skills {
-		version := 0
-		if ref.Version != nil {
-			version = *ref.Version
-		}
-		target, err := resolver.Resolve(ctx, ref.Name, version)
-		if errors.Is(err, action.ErrNotFound) {
-			continue
-		}
+		target, ok, err := action.ResolveSkill(ctx, resolver, ref)
 		if err != nil {
 			return nil, err
 		}
-		if target.Deleted || !target.Enabled || target.Definition.Kind != action.KindSkill {
-			continue
+		if ok {
+			out = append(out, skill{target: target, preload: ref.Preload != nil && *ref.Preload})
 		}
-		out = append(out, skill{target: target, preload: ref.Preload != nil && *ref.Preload})
 	}
 	return out, nil
 }
@@ -359,8 +394,15 @@ func (x *run) loop(ctx context.Context) Result {
 		req := Request{Model: x.block.Model.Name, System: x.system(), Messages: transcript, Tools: specs, MaxTokens: x.block.MaxTokens}
 		started := x.r.Clock.Now()
 		resp, err := x.model.Exchange(ctx, req)
-		if res, stop := x.recordExchange(ctx, turn, req, transcript[sent:], resp, err, started); stop {
+		exchange := x.exchangeRecord(ctx, turn, req, transcript[sent:], resp, err, started)
+		if err == nil && !usesTools(resp) {
+			// The final answer: the exchange is recorded with the task's end.
+			res := x.answer(resp)
+			res.Recorded = []*store.Execution{exchange}
 			return res
+		}
+		if err := x.attempt.Record(context.WithoutCancel(ctx), []*store.Execution{exchange}); err != nil {
+			return Result{Interrupted: true, Err: err}
 		}
 		sent = len(transcript)
 		if err != nil {
@@ -378,9 +420,6 @@ func (x *run) loop(ctx context.Context) Result {
 				uses = append(uses, b)
 			}
 		}
-		if len(uses) == 0 {
-			return x.answer(resp)
-		}
 		results := make([]Block, 0, len(uses))
 		for _, use := range uses {
 			if res, stop := x.checkpoint(ctx); stop {
@@ -393,6 +432,10 @@ func (x *run) loop(ctx context.Context) Result {
 			results = append(results, block)
 		}
 		transcript = append(transcript, Message{Role: "user", Content: results})
+		if n := transcriptBytes(transcript); n > maxTranscriptBytes {
+			return Result{Failure: engine.NewFailure(CodeTranscriptTooLarge, fmt.Sprintf("The agent's conversation grew to %d bytes, past the %d it may hold.", n, maxTranscriptBytes),
+				"Give the agent tools that answer less, or less to do in one task.")}
+		}
 	}
 	return Result{Failure: engine.NewFailure(CodeTurnLimit, fmt.Sprintf("The agent was still calling tools after %d model exchanges.", x.block.MaxTurns),
 		"Give the agent less to do, or ask its owner to raise agent.maxTurns.")}
@@ -423,6 +466,13 @@ func (x *run) authority(ctx context.Context) ([]policy.Layer, *engine.Failure) {
 		return nil, engine.NewFailure(CodeCredentialExpired, "The credential the task was started with expired, so the agent stopped.",
 			"Sign in again and start the task again.")
 	}
+	generation, err := x.r.Store.Generation(ctx, spec.Account)
+	if err != nil {
+		return nil, storeFailure(err)
+	}
+	if x.layers != nil && generation == x.generation {
+		return x.layers, nil
+	}
 	policies, found, err := x.r.Registry.Principal(ctx, spec.Account, spec.Who.Principal)
 	if err != nil {
 		return nil, storeFailure(err)
@@ -452,6 +502,7 @@ func (x *run) authority(ctx context.Context) ([]policy.Layer, *engine.Failure) {
 	if p := x.definition.Policies; len(p) > 0 {
 		layers = append(layers, policy.Layer{Name: policy.LayerAgent, Policies: p, ActionID: x.target.ID})
 	}
+	x.layers, x.generation = layers, generation
 	return layers, nil
 }
 
@@ -486,7 +537,7 @@ func inputText(input map[string]any) string {
 // what the model is told.
 func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 	result := func(content string, isError bool) Block {
-		return Block{Type: BlockToolResult, ToolUseID: use.ID, Content: content, IsError: isError}
+		return Block{Type: BlockToolResult, ToolUseID: use.ID, Content: forModel(content), IsError: isError}
 	}
 	if x.loader != nil && use.Name == x.loader.Name {
 		return x.loadSkill(ctx, use)
@@ -521,16 +572,14 @@ func (x *run) call(ctx context.Context, use Block) (Block, Result, bool) {
 	if t.fixed != nil {
 		effective = action.MergeFixed(effective, t.fixed)
 	}
-	var recorded []*store.Execution
 	out := x.r.Engine.Call(ctx, &engine.Call{
 		Account: x.spec.Account, Who: x.who, Layers: layers, Target: t.target, Compiled: t.compiled, Input: effective,
 		ParentID: x.attempt.TaskID, Work: x.work, Preview: x.spec.Preview, Server: x.spec.Server, SessionID: x.spec.SessionID,
-		Record: func(e *store.Execution) { recorded = append(recorded, e) },
 	})
 	if needsApproval {
-		grantedInPreview(recorded, out.ExecutionID)
+		grantedInPreview(out.Recorded, out.ExecutionID)
 	}
-	if err := x.attempt.Record(ctx, recorded); err != nil {
+	if err := x.attempt.Record(ctx, out.Recorded); err != nil {
 		return Block{}, Result{Interrupted: true, Err: err}, true
 	}
 	if ctx.Err() != nil {
@@ -587,9 +636,21 @@ func (x *run) recordLoads(ctx context.Context) (Result, bool) {
 	return Result{}, false
 }
 
-// recordExchange records one model exchange beneath the task: what was
-// added to the conversation since the previous exchange, and the answer.
-func (x *run) recordExchange(ctx context.Context, turn int, req Request, added []Message, resp *Response, failure error, started time.Time) (Result, bool) {
+// usesTools says whether the model's answer asks for tools, so that the
+// loop goes on.
+func usesTools(resp *Response) bool {
+	for _, b := range resp.Content {
+		if b.Type == BlockToolUse {
+			return true
+		}
+	}
+	return false
+}
+
+// exchangeRecord is the record of one model exchange beneath the task:
+// what was added to the conversation since the previous exchange, and the
+// answer.
+func (x *run) exchangeRecord(ctx context.Context, turn int, req Request, added []Message, resp *Response, failure error, started time.Time) *store.Execution {
 	input := map[string]any{"provider": x.block.Model.Provider, "model": req.Model, "turn": turn, "messages": added}
 	if turn == 1 {
 		names := make([]string, len(req.Tools))
@@ -615,10 +676,7 @@ func (x *run) recordExchange(ctx context.Context, turn int, req Request, added [
 	} else {
 		e.Output, _ = json.Marshal(resp)
 	}
-	if err := x.attempt.Record(context.WithoutCancel(ctx), []*store.Execution{e}); err != nil {
-		return Result{Interrupted: true, Err: err}, true
-	}
-	return Result{}, false
+	return e
 }
 
 // answer is the agent's final answer: the model's text, or for an agent

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -16,6 +17,14 @@ type event struct {
 // many small deltas, but a provider may send a large one.
 const maxEventLine = 4 << 20
 
+// maxResponseBytes bounds one answer of a model: the events' data in all.
+// A provider that streams on and on would otherwise fill memory, however
+// small each event, until the exchange's deadline.
+const maxResponseBytes = 32 << 20
+
+// errResponseTooLarge is a stream past maxResponseBytes.
+var errResponseTooLarge = fmt.Errorf("the answer is larger than %d bytes", maxResponseBytes)
+
 // readEvents calls fn for each event of a text/event-stream body until the
 // body ends, fn returns false, or a read fails.
 func readEvents(body io.Reader, fn func(event) bool) error {
@@ -23,6 +32,7 @@ func readEvents(body io.Reader, fn func(event) bool) error {
 	scanner.Buffer(make([]byte, 0, 64<<10), maxEventLine)
 	var current event
 	var data []string
+	total := 0
 	dispatch := func() bool {
 		if current.name == "" && len(data) == 0 {
 			return true
@@ -44,6 +54,9 @@ func readEvents(body io.Reader, fn func(event) bool) error {
 		case strings.HasPrefix(line, "event:"):
 			current.name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
 		case strings.HasPrefix(line, "data:"):
+			if total += len(line); total > maxResponseBytes {
+				return errResponseTooLarge
+			}
 			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
 		}
 	}

@@ -18,7 +18,7 @@ var algorithms = []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256, jose.RS256}
 
 // ACT-059: a sign-in token whose aud names the region's MCP endpoints is
 // accepted, whatever the accepted algorithm, and the identity comes from the
-// token (ACT-121..123).
+// token.
 func TestVerifyAcceptsSignInTokenAtMCP_ACT059(t *testing.T) {
 	for _, algorithm := range algorithms {
 		t.Run(string(algorithm), func(t *testing.T) {

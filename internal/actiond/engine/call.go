@@ -33,8 +33,6 @@ type Call struct {
 	// merged when the call succeeds.
 	Work    *store.Work
 	Preview bool
-	// Record keeps an execution for the request's completion transaction.
-	Record func(*store.Execution)
 	// Offer is what the request's server lists, which program and invoke
 	// reach; nil for a call beneath a task, where neither runs.
 	Offer Offer
@@ -103,6 +101,10 @@ type Outcome struct {
 	// Task is the task an invoke of a callable agent started: a client
 	// with the Tasks extension is answered with it rather than Output.
 	Task *Task
+	// Recorded are the executions of the call and of every call beneath
+	// it, each after the calls beneath it, for the caller to commit with
+	// its own record.
+	Recorded []*store.Execution
 }
 
 // Failure is a call error the external agent sees as a tool result with

@@ -17,6 +17,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/starlark"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
 )
@@ -45,6 +46,10 @@ type Runner struct {
 	// Tasks starts, reads and cancels tasks (StartTask, get_task,
 	// cancel_task); nil runs none.
 	Tasks Tasks
+	// Starlark bounds every Starlark run, a program's and a tool's: its
+	// memory budget and the gate that bounds the runs of the process at
+	// once (zero: the package's defaults, and no gate).
+	Starlark starlark.Limits
 
 	celPrograms celCache
 }
@@ -63,20 +68,19 @@ func (r *Runner) random() io.Reader {
 	return r.Random
 }
 
-// Call runs one tools/call beneath a request, and hands every execution it
-// recorded to c.Record, each call's after the calls beneath it. A program
-// that passed the request's deadline records nothing (seed: "nothing it did
-// is recorded"): the request fails with mcp_request_deadline instead.
+// Call runs one tools/call beneath a request, and answers with every
+// execution it recorded (Outcome.Recorded), each call's after the calls
+// beneath it. A program that passed the request's deadline records nothing
+// (seed: "nothing it did is recorded"): the request fails with
+// mcp_request_deadline instead.
 func (r *Runner) Call(ctx context.Context, c *Call) Outcome {
 	run := &request{runner: r, call: c}
 	at := scope{parent: c.ParentID, work: c.Work, layers: c.Layers, preview: c.Preview, fromJSON: true}
 	out := run.run(ctx, target{action: c.Target, compiled: c.Compiled}, c.Input, at)
-	if !(c.Target.Native && c.Target.Definition.Name == action.NativeProgram && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-		for _, e := range out.recorded {
-			c.Record(e)
-		}
-	}
 	outcome := Outcome{ExecutionID: out.id, Output: out.output, Failure: out.failure, Task: run.task}
+	if !(c.Target.Native && c.Target.Definition.Name == action.NativeProgram && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		outcome.Recorded = out.recorded
+	}
 	if out.failure == nil {
 		outcome.Used = run.used
 	}

@@ -82,7 +82,7 @@ func (e *callEnv) nativeProgram(ctx context.Context, input map[string]any) (any,
 	if data == nil {
 		data = map[string]any{}
 	}
-	value, err := starlark.Run(ctx, script, map[string]any{"data": data}, &programHost{calls: calls{env: e}, offer: offer}, starlark.Limits{})
+	value, err := starlark.Run(ctx, script, map[string]any{"data": data}, &programHost{calls: calls{env: e}, offer: offer}, e.request.runner.Starlark)
 	if err != nil {
 		return nil, scriptFailure(ctx, err, "program")
 	}

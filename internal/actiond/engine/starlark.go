@@ -15,7 +15,7 @@ func (e *callEnv) starlark(ctx context.Context) (any, *Failure) {
 	def := e.target.action.Definition
 	source, _ := def.Config["source"].(string)
 	event := map[string]any{"data": e.input}
-	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{calls: calls{env: e}, event: event}, starlark.Limits{})
+	value, err := starlark.Run(ctx, starlark.Script{Name: def.Name + ".star", Source: source}, event, &host{calls: calls{env: e}, event: event}, e.request.runner.Starlark)
 	if err != nil {
 		return nil, scriptFailure(ctx, err, "tool")
 	}

@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -675,4 +677,201 @@ func TestTaskTranscriptAndStartedTasks(t *testing.T) {
 		t.Errorf("the task's page says it was started by %q, want %s alone", by, request)
 	}
 	b.screenshot("transcript")
+}
+
+// span is one bar of the waterfall as the page drew it.
+type span struct {
+	ID    string  `json:"id"`
+	X     float64 `json:"x"`
+	Width float64 `json:"width"`
+}
+
+// A request's waterfall draws each execution of its call tree as a bar on
+// one time axis, in lineage order: each starts where its execution started
+// and is as wide as it ran, at the one scale of the whole drawing, whose
+// axis the longest execution (the request itself) spans.
+func TestWaterfallDrawsEachCallWhereAndAsLongAsItRan(t *testing.T) {
+	f := newFixture(t)
+	// tally counts before and after its graphql call, so that the call
+	// starts well after the tool and ends well before it.
+	const tallySource = `
+def run(event):
+    n = 0
+    for i in range(event["data"]["rounds"]):
+        n += i
+    graphql("mutation($v: JSON!) { kv { put(namespace: \"tallies\", key: \"t\", value: $v) { key } } }", variables = {"v": {"n": n}})
+    for i in range(event["data"]["rounds"]):
+        n -= i
+    return {"tally": n}
+`
+	f.env.CreateAction(at.NewID(), at.StarlarkTool("tally", tallySource, at.Object(map[string]any{"rounds": map[string]any{"type": "integer"}}, "rounds"),
+		[]map[string]any{at.Ref("graphql")}))
+	serverID := at.NewID()
+	f.env.CreateAction(serverID, at.ServerSpec{Name: "tally-ops", Policies: at.Everything(), Tools: []map[string]any{at.Ref("tally")}}.Input())
+	alice := f.env.Connect("tally-ops", f.env.Token(principal, "alice"), at.Revision2026)
+	if res := call(t, alice, "tally", map[string]any{"rounds": 40000, "intent": "Count."}); res.IsError {
+		t.Fatalf("tally: %s", at.AsJSON(res.Content))
+	}
+	records := f.env.ExecutionsWhere(map[string]any{"actionId": serverID, "sessionId": f.session("alice")})
+	request := records[len(records)-1]
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/execution/"+request["id"].(string)), "execution")
+	bars := eval[[]span](b, `[...document.querySelectorAll("#waterfall g.span")].map((g) => {
+		const bar = g.querySelector("rect.bar");
+		return {id: g.dataset.execution, x: bar.x.baseVal.value, width: bar.width.baseVal.value}; })`)
+	axis := eval[float64](b, `(() => { const l = document.querySelector("#waterfall .axis > line"); return l.x2.baseVal.value - l.x1.baseVal.value; })()`)
+
+	type timed struct {
+		id         string
+		start, end time.Time
+	}
+	data := f.env.MustGraphQL(`query($id: ID!) { execution(id: $id) { id startedAt endedAt
+		calls { id startedAt endedAt calls { id startedAt endedAt calls { id startedAt endedAt } } } } }`, map[string]any{"id": request["id"]})
+	var executions []timed
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		// The page reads times to the millisecond, as JavaScript's Date does.
+		parse := func(key string) time.Time {
+			ts, err := time.Parse(time.RFC3339Nano, node[key].(string))
+			if err != nil {
+				t.Fatalf("%s of %s: %v", key, node["id"], err)
+			}
+			return ts.Truncate(time.Millisecond)
+		}
+		executions = append(executions, timed{node["id"].(string), parse("startedAt"), parse("endedAt")})
+		children, _ := node["calls"].([]any)
+		for _, c := range children {
+			walk(c.(map[string]any))
+		}
+	}
+	walk(at.Dig(data, "execution").(map[string]any))
+	if len(executions) < 3 || len(bars) != len(executions) {
+		t.Fatalf("the waterfall has %d bars for %d executions (want the request, the tally call and its graphql call): %s", len(bars), len(executions), at.AsJSON(bars))
+	}
+	if inner, outer := executions[2], executions[1]; !inner.start.After(outer.start) || !inner.end.Before(outer.end) {
+		t.Fatalf("the graphql call (%v to %v) should lie well inside the tally call (%v to %v)", inner.start, inner.end, outer.start, outer.end)
+	}
+	origin := executions[0].start
+	last := executions[0].end
+	for _, e := range executions {
+		if e.end.After(last) {
+			last = e.end
+		}
+	}
+	total := max(float64(last.Sub(origin).Milliseconds()), 1)
+	pixelsPerMs := axis / total
+	for i, e := range executions {
+		ms := float64(e.end.Sub(e.start).Milliseconds())
+		wantX := bars[0].X + float64(e.start.Sub(origin).Milliseconds())*pixelsPerMs
+		wantWidth := max(ms*pixelsPerMs, 1)
+		if bars[i].ID != e.id || abs(bars[i].X-wantX) > 0.5 || abs(bars[i].Width-wantWidth) > 0.5 {
+			t.Errorf("bar %d: %+v, want execution %s at x %.2f, %.2f wide (%v ms of %v on an axis %.0f wide)",
+				i, bars[i], e.id, wantX, wantWidth, ms, total, axis)
+		}
+	}
+	b.screenshot("waterfall")
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// earlier is the real clock set back by a shift the test moves forward, so
+// that requests land in minutes of the past hour while their durations
+// stay real.
+type earlier struct {
+	clock.Real
+	shift atomic.Int64
+}
+
+func (c *earlier) Now() time.Time                  { return time.Now().Add(time.Duration(c.shift.Load())) }
+func (c *earlier) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// minute is one bar or point of the last hour's chart as the page drew it.
+type minute struct {
+	Minute int     `json:"minute"`
+	Count  int     `json:"count"`
+	Height float64 `json:"height"`
+	MS     float64 `json:"ms"`
+	Y      float64 `json:"y"`
+}
+
+// A server's page draws its last hour: a bar per minute with requests, as
+// tall as the minute's count, and the minute's median and 95th percentile
+// latency as points as high as those durations, all as GraphQL records
+// them.
+func TestServerChartDrawsTheLastHourFromTheRecord(t *testing.T) {
+	c := &earlier{}
+	c.shift.Store(int64(-50 * time.Minute))
+	f := newFixtureWith(t, at.Options{Clock: c})
+	alice := f.connect("alice")
+	for i, group := range []int{3, 1, 2} {
+		for range group {
+			call(t, alice, "lookup", map[string]any{"account_id": "a" + strconv.Itoa(i), "intent": "Look the account up."})
+		}
+		c.shift.Add(int64(7 * time.Minute))
+	}
+
+	b := newBrowser(t, laptopWidth, laptopHeight)
+	b.open(f.page("/server/"+f.serverID), "server")
+	b.waitFor("the last hour's chart", `document.getElementById("last-hour") !== null`, 10*time.Second)
+	from, err := time.Parse(time.RFC3339Nano, eval[string](b, `document.getElementById("last-hour").dataset.from`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bars := eval[[]minute](b, `[...document.querySelectorAll("#last-hour g.minute")].map((g) => ({
+		minute: Number(g.dataset.minute), count: Number(g.dataset.count), height: g.querySelector("rect.requests").height.baseVal.value}))`)
+	points := eval[[]minute](b, `[...document.querySelectorAll("#last-hour g.p95 circle")].map((p) => ({
+		minute: Number(p.dataset.minute), ms: Number(p.dataset.ms), y: p.cy.baseVal.value}))`)
+
+	// What the record says, minute by minute.
+	counts := map[int]int{}
+	durations := map[int][]int64{}
+	for _, r := range f.env.ExecutionsWhere(map[string]any{"actionId": f.serverID, "role": "request"}) {
+		started, _ := time.Parse(time.RFC3339Nano, r["startedAt"].(string))
+		ended, _ := time.Parse(time.RFC3339Nano, r["endedAt"].(string))
+		m := int(started.Truncate(time.Millisecond).Sub(from) / time.Minute)
+		counts[m]++
+		durations[m] = append(durations[m], ended.Truncate(time.Millisecond).Sub(started.Truncate(time.Millisecond)).Milliseconds())
+	}
+	if len(counts) < 3 || len(bars) != len(counts) {
+		t.Fatalf("%d bars for %d minutes with requests (%v): %s", len(bars), len(counts), counts, at.AsJSON(bars))
+	}
+	most := 0
+	for _, n := range counts {
+		most = max(most, n)
+	}
+	perRequest := bars[0].Height / float64(bars[0].Count)
+	for _, bar := range bars {
+		if bar.Count != counts[bar.Minute] || abs(bar.Height-float64(bar.Count)*perRequest) > 0.5 {
+			t.Errorf("minute %d: %d requests %.2f high, want %d requests at %.2f per request", bar.Minute, bar.Count, bar.Height, counts[bar.Minute], perRequest)
+		}
+	}
+	if tallest := float64(most) * perRequest; abs(tallest-90) > 0.5 {
+		t.Errorf("the busiest minute's bar is %.2f high, want the chart's full 90", tallest)
+	}
+	if len(points) != len(counts) {
+		t.Fatalf("%d latency points for %d minutes: %s", len(points), len(counts), at.AsJSON(points))
+	}
+	for _, p := range points {
+		d := durations[p.Minute]
+		slices.Sort(d)
+		if want := d[max(int(math.Ceil(0.95*float64(len(d))))-1, 0)]; p.MS != float64(want) {
+			t.Errorf("minute %d: 95th percentile %v ms, want %d ms of %v", p.Minute, p.MS, want, d)
+		}
+	}
+	// Higher on the page is slower: the points' heights follow their
+	// durations at one scale.
+	for _, p := range points {
+		for _, q := range points {
+			if p.MS > q.MS && !(p.Y < q.Y) {
+				t.Errorf("minute %d (%v ms) is drawn at y %.2f, not above minute %d (%v ms) at %.2f", p.Minute, p.MS, p.Y, q.Minute, q.MS, q.Y)
+			}
+		}
+	}
+	b.screenshot("server-last-hour")
 }

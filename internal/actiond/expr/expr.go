@@ -214,7 +214,7 @@ func (e *Env) Compile(src string) (*Program, error) {
 		return nil, e.compileError(src, issues)
 	}
 	loops := hasComprehension(ast)
-	options := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	options := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(boundedCalls)}
 	if e.needsCostTracking(ast) {
 		options = append(options, cel.CostLimit(e.costLimit))
 	}
@@ -357,6 +357,9 @@ func (p *Program) evalValue(ctx context.Context, vars map[string]any) (ref.Val, 
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return nil, p.evalError(fmt.Errorf("evaluation stopped: %w", ctxErr), 0)
+	}
+	if errors.Is(err, ErrBuildLimit) {
+		return nil, p.evalError(err, 0)
 	}
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {

@@ -24,12 +24,12 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 			ex.executionID, ex.session.ID = "", ""
 		}
 	}()
-	sessionInput, sessionID, rerr := ex.server.resolveSession(ctx, ex.requestRecord())
+	values, sessionInput, sessionID, rerr := ex.server.resolveSession(ctx, ex.input)
 	if rerr != nil {
 		return rerr
 	}
 	ex.session = store.SessionKey{Account: ex.account, ServerID: ex.server.ActionID, ID: sessionID}
-	ex.sessionInput = sessionInput
+	ex.sessionInput, ex.sessionValues = sessionInput, values
 	ex.executionID = h.opts.IDs.New()
 	var refusal *rpcError
 	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
@@ -47,7 +47,7 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 			return nil
 		}
 		if limit := ex.server.CallsPerMinute; limit > 0 {
-			load, err := tx.SessionLoad(ctx, ex.session, time.Minute, limit)
+			load, err := tx.SessionLoad(ctx, session, time.Minute, limit)
 			if err != nil {
 				return err
 			}
@@ -69,7 +69,7 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 	if err != nil {
 		// The admission may have committed though its answer was lost: the
 		// request is settled FAILED once the database answers, if it is.
-		h.later.add(settleUnadmitted(ex.account, ex.executionID, err))
+		h.settler.add(settleUnadmitted(ex.account, ex.executionID, err))
 	}
 	if errors.Is(err, store.ErrContention) {
 		rerr := newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
@@ -86,9 +86,10 @@ func (h *Handler) admit(ctx context.Context, ex *exchange) (refused *rpcError) {
 	return refusal
 }
 
-// resolveSession computes a request's session input and id. A request whose
-// record does not produce a valid session input is refused with 400.
-func (s *Server) resolveSession(ctx context.Context, record map[string]any) (json.RawMessage, string, *rpcError) {
+// resolveSession computes a request's session input, as values and
+// encoded, and its id. A request whose record does not produce a valid
+// session input is refused with 400.
+func (s *Server) resolveSession(ctx context.Context, record map[string]any) (map[string]any, json.RawMessage, string, *rpcError) {
 	// The server's mapping and why it failed are the owner's to read, on
 	// the refusal's record; the client learns only that its request does
 	// not carry what the server groups by.
@@ -100,24 +101,24 @@ func (s *Server) resolveSession(ctx context.Context, record map[string]any) (jso
 	input, err := s.Compiled.SessionInput(ctx, record)
 	if err != nil {
 		if errors.Is(err, action.ErrSessionInvalid) {
-			return nil, "", mismatched(err)
+			return nil, nil, "", mismatched(err)
 		}
 		rerr := newError(codeInternal, errInternal, http.StatusInternalServerError, nil)
 		rerr.Detail = err.Error()
-		return nil, "", rerr
+		return nil, nil, "", rerr
 	}
 	id, err := s.Compiled.SessionID(ctx, input)
 	if err != nil || id == "" {
 		if err == nil {
 			err = errors.New("session.id gave an empty string")
 		}
-		return nil, "", mismatched(err)
+		return nil, nil, "", mismatched(err)
 	}
 	raw, err := json.Marshal(input)
 	if err != nil {
-		return nil, "", mismatched(err)
+		return nil, nil, "", mismatched(err)
 	}
-	return raw, id, nil
+	return input, raw, id, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -137,6 +138,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 // only the first of a principal and subject at a server each minute — as a
 // FAILED execution of the server outside any session. It runs nothing.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, rerr *rpcError) {
+	h.meterRefused(rerr.Code)
 	ctx := context.WithoutCancel(r.Context())
 	key := store.RefusalKey{Account: ex.account, ServerID: ex.server.ActionID, Principal: ex.who.Principal, Subject: ex.who.Subject}
 	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {
@@ -163,7 +165,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, r
 func (h *Handler) writeRefusal(w http.ResponseWriter, ex *exchange, rerr *rpcError) {
 	if rerr.Code == errSessionClosed && ex.req.Method == "tools/call" {
 		result := toolError(rerr.Code, rerr.Message, rerr.Hint)
-		ex.annotate(result)
+		annotate(ex.server, result)
 		writeJSON(w, http.StatusOK, resultBody(ex.req.ID, ex.callResult(result)))
 		return
 	}

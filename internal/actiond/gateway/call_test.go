@@ -168,7 +168,7 @@ func TestToolErrorRendering(t *testing.T) {
 	})
 }
 
-// ACT-058, ACT-125, ACT-127..132, ACT-301, ACT-072: a policy denial is a tool
+// ACT-058, ACT-125, ACT-127, ACT-128, ACT-129, ACT-130, ACT-131, ACT-132, ACT-301, ACT-072: a policy denial is a tool
 // error naming the operation, the resource and the denying layer with a
 // hint, never the principal's identifier, a policy index or action IDs; the
 // recorded error keeps them. Stated intent grants nothing.
@@ -233,7 +233,7 @@ func TestCallPolicyDenials(t *testing.T) {
 	})
 }
 
-// ACT-286..294, ACT-297, ACT-298: stated intent under REQUIRED, OPTIONAL and
+// ACT-286, ACT-288, ACT-289, ACT-290, ACT-291, ACT-292, ACT-293, ACT-294, ACT-297, ACT-298: stated intent under REQUIRED, OPTIONAL and
 // NONE, its lengths, and a later tool version that declares its own intent.
 func TestStatedIntent(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {

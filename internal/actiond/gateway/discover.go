@@ -41,7 +41,7 @@ func (h *Handler) serverOptions(server *Server) *mcp.ServerOptions {
 		Instructions:              server.Instructions,
 		Capabilities:              caps,
 		SupportedProtocolVersions: supportedVersions,
-		Logger:                    h.opts.Logger,
+		Logger:                    h.servers.logger,
 		SetCacheable: func(ctx context.Context, req mcp.Request, c *mcp.Cacheable) {
 			// Discovery and listings may be cached for a minute.
 			c.TTLMs, c.CacheScope = 60_000, "private"

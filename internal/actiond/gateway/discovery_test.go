@@ -149,7 +149,7 @@ func annotationOf(t *testing.T, tool *mcp.Tool) annotation {
 	return got
 }
 
-// ACT-302..317, ACT-319, ACT-320: annotations are derived from policies by
+// ACT-303, ACT-304, ACT-305, ACT-306, ACT-307, ACT-308, ACT-309, ACT-310, ACT-311, ACT-312, ACT-313, ACT-314, ACT-315, ACT-316, ACT-317, ACT-319, ACT-320: annotations are derived from policies by
 // the seed's rules, per listing, from the versions it offers.
 func TestAnnotationsDerivedFromPolicies(t *testing.T) {
 	each(t, at.Options{}, func(t *testing.T, env *at.Env, rev string) {
@@ -339,7 +339,7 @@ func TestUnservedMethods404(t *testing.T) {
 	})
 }
 
-// ACT-048, ACT-050, ACT-073..075, ACT-083, ACT-133, ACT-134, ACT-085:
+// ACT-048, ACT-050, ACT-073, ACT-074, ACT-075, ACT-083, ACT-133, ACT-134, ACT-085:
 // server/discover,
 // sent alone with no handshake, names 2026-07-28, the capabilities with the
 // Tasks extension and the instructions, may be cached for a minute, and

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/incusspawn/isx/internal/actiond/auth"
@@ -14,7 +13,11 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
-// exchange is one request from its admission to its recorded reply.
+// exchange is one request, as every step after its decoding reads it: who
+// asked and what, the server as the request sees it, and, once admitted,
+// its execution and session. It is set as the request is admitted and not
+// changed after; what the method serving it does goes into the request's
+// record, a value of its own.
 type exchange struct {
 	h       *Handler
 	account string
@@ -23,41 +26,88 @@ type exchange struct {
 	body    []byte
 	server  *Server
 	started time.Time
-	// ctx bounds the request's work: it ends when the client goes away or
-	// the server's response timeout passes.
-	ctx context.Context
 
 	executionID string
 	session     store.SessionKey
-	// sessionInput is the session's input, fixed when it was created.
-	sessionInput json.RawMessage
-	record       map[string]any // execution.input: the request as recorded
-	recordJSON   json.RawMessage
+	// sessionInput is the session's input, fixed when it was created, as
+	// stored and as the fixed input reads it.
+	sessionInput  json.RawMessage
+	sessionValues map[string]any
+	// input is execution.input, the request as recorded: as values for
+	// the server's expressions, and encoded for the record.
+	input     map[string]any
+	inputJSON json.RawMessage
+	// tasks, in a replay, takes the endpoint's tasks' place: it starts and
+	// cancels nothing.
+	tasks engine.Tasks
+}
 
-	mu sync.Mutex
-	// What the method handler did, recorded at completion.
+// record is what a request did, which its completion records beside its
+// status and answer: the calls it made, the uses of what they produced,
+// what it noted in its invocation, its writes, the tasks it started, and
+// the platform error it answered with. The method serving the request
+// fills it; the completion reads it once the method returned.
+type record struct {
 	calls      []*store.Execution
 	uses       []store.Use
-	invocation map[string]any
+	invocation invocation
 	work       *store.Work
-	failure    *rpcError // a JSON-RPC error the handler answered with
-	handled    bool
 	// tasks the request started: cancelled, never run, when its record
 	// does not commit, since its client never learns of them.
-	tasks []string
-	// replayTasks, in a replay, takes the endpoint's tasks' place: it
-	// starts and cancels nothing.
-	replayTasks engine.Tasks
+	tasks   []string
+	failure *rpcError
 }
 
-type exchangeKey struct{}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
+// invocation is what a request's execution records of how it was served,
+// besides its input and output. The members are in the order of their
+// names, as the record has always listed them.
+type invocation struct {
+	// Claims are the token's, which a replay evaluates the original
+	// principal's policies with.
+	Claims map[string]any `json:"claims,omitempty"`
+	Error  map[string]any `json:"error,omitempty"`
+	Intent string         `json:"intent,omitempty"`
+	// Output is what the method answered, as a reader of the record needs
+	// it: whether a call's result was an error, the status a poll
+	// returned, what a load read.
+	Output    any               `json:"output,omitempty"`
+	Skills    []offeredSkill    `json:"skills,omitzero"`
+	Templates []offeredTemplate `json:"templates,omitzero"`
+	Tools     []offeredTool     `json:"tools,omitzero"`
 }
 
-// requestDeadline bounds a request by the server's response timeout.
+// The versions a listing offered.
+type (
+	offeredTool struct {
+		Name     string `json:"name"`
+		ActionID string `json:"actionId"`
+		Version  int    `json:"version"`
+		Native   bool   `json:"native"`
+	}
+	offeredSkill struct {
+		Name     string `json:"name"`
+		ActionID string `json:"actionId"`
+		Version  int    `json:"version"`
+		URI      string `json:"uri"`
+	}
+	offeredTemplate struct {
+		URITemplate string `json:"uriTemplate"`
+		Tool        string `json:"tool"`
+		ActionID    string `json:"actionId"`
+		Version     int    `json:"version"`
+	}
+)
+
+func (rec *record) addCalls(calls []*store.Execution) { rec.calls = append(rec.calls, calls...) }
+
+func (rec *record) addUse(u store.Use) { rec.uses = append(rec.uses, u) }
+
+func (rec *record) fail(rerr *rpcError) *rpcError {
+	rec.failure = rerr
+	return rerr
+}
+
+// deadline bounds a request by the server's response timeout.
 func (ex *exchange) deadline() time.Duration {
 	if ex.server.ResponseTimeout > 0 {
 		return ex.server.ResponseTimeout
@@ -65,59 +115,61 @@ func (ex *exchange) deadline() time.Duration {
 	return time.Minute
 }
 
-// serveAdmitted admits the request, lets the SDK serve it into a buffer,
-// commits the record, and only then sends the reply.
+// deadlineError is a request that passed its server's response timeout.
+func (ex *exchange) deadlineError() *rpcError {
+	return newError(codeInternal, errDeadline, http.StatusInternalServerError,
+		map[string]any{"responseTimeout": int(ex.deadline().Seconds())})
+}
+
+// serveAdmitted admits the request, serves it — the stateless methods
+// here, discovery and the handshake through the SDK — commits its record,
+// and only then sends the answer.
 func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	if rerr := h.admit(r.Context(), ex); rerr != nil {
 		h.refuse(w, r, ex, rerr)
 		return
 	}
+	rec := &record{}
 	// A replay evaluates the original principal's policies with the
-	// original request's claims.
-	if len(ex.who.Claims) > 0 {
-		ex.setInvocation("claims", ex.who.Claims)
+	// original request's claims: those it needs (replayClaims).
+	if claims := replayClaims(ex.who.Claims, ex.server); len(claims) > 0 {
+		rec.invocation.Claims = claims
 	}
-	// The SDK detaches its handlers from the HTTP request's context and
-	// answers nothing once that context ends, so it gets the request's own
-	// context; the work the middleware does runs under ex.ctx, bounded by
-	// the response timeout, so that a passed deadline is answered.
-	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
-	var cancel context.CancelFunc
-	ex.ctx, cancel = context.WithTimeout(ctx, ex.deadline())
+	// The work runs under the request's own context bounded by the
+	// response timeout, so that a client going away stops it and a passed
+	// deadline is answered.
+	ctx, cancel := context.WithTimeout(r.Context(), ex.deadline())
 	defer cancel()
-	buffer := newBufferedResponse()
-	sdkRequest := r.Clone(ctx)
-	sdkRequest.Body = readCloser{bytes.NewReader(ex.body)}
-	sdkRequest.ContentLength = int64(len(ex.body))
-	h.servers.handler(ex.server).ServeHTTP(buffer, sdkRequest)
+	var rep *reply
+	if answersItself(ex.req.Method) {
+		rep = h.answer(ctx, ex, rec, r.Header)
+	} else {
+		rep = h.servers.serve(r, ex)
+	}
 
 	status := store.Succeeded
 	switch {
 	case r.Context().Err() != nil:
 		status = store.Cancelled
-	case buffer.body.Len() == 0:
-		// The SDK answered nothing: never send an empty 200.
-		h.opts.Logger.Error("the MCP SDK answered nothing", "execution", ex.executionID, "method", ex.req.Method)
-		ex.fail(newError(codeInternal, errInternal, http.StatusInternalServerError, nil))
-		buffer.replaceWith(ex.failure, ex.req.ID)
+	case len(rep.body) == 0 && rep.status != http.StatusAccepted:
+		// Nothing was answered: never send an empty 200.
+		h.opts.Logger.Error("the MCP request was answered with nothing", "execution", ex.executionID, "method", ex.req.Method)
+		rep = ex.errorReply(rec.fail(newError(codeInternal, errInternal, http.StatusInternalServerError, nil)))
 		status = store.Failed
-	case ex.failure != nil || buffer.isJSONRPCError():
+	case rec.failure != nil || !rep.succeeded():
 		status = store.Failed
 	}
-	if ex.failure != nil && ex.failure.RPC == codeMissingCapability {
-		buffer.status = ex.failure.Status // -32021 is HTTP 400 (SEP-2575)
-	}
-	if err := h.complete(ex, status, buffer); err != nil {
+	if err := h.complete(ex, rec, status, rep); err != nil {
 		h.opts.Logger.Error("record MCP request", "execution", ex.executionID, "err", err)
 		rerr := newError(codeInternal, errNotRecorded, http.StatusInternalServerError, nil)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContention) {
 			rerr = newError(codeInternal, errTransaction, http.StatusServiceUnavailable, map[string]any{"retryable": true})
 		}
-		if h.recordUncommitted(ex, status, rerr, err) {
+		if h.recordUncommitted(ex, rec, status, rerr, err) {
 			// The completion had committed though its answer was lost:
 			// the result is recorded, so it may leave.
 			if status != store.Cancelled {
-				buffer.flushTo(w)
+				rep.send(w)
 			}
 			return
 		}
@@ -129,46 +181,36 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 	if status == store.Cancelled {
 		return // nobody is listening
 	}
-	buffer.flushTo(w)
+	rep.send(w)
 }
 
 // complete records the outcome in one transaction: the request's status and
 // output, its calls with their write sets, its uses, the session input
 // CONSUMED with its call count, and — on a LIVE server — the writes.
-func (h *Handler) complete(ex *exchange, status string, buffer *bufferedResponse) error {
+func (h *Handler) complete(ex *exchange, rec *record, status string, rep *reply) error {
 	ctx := context.Background()
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	request := ex.execution(store.RoleRequest, status, nil, ex.failure, nil)
-	request.Output = buffer.resultOrError()
-	if status == store.Failed && ex.failure == nil {
-		request.Error = buffer.reply().Error
+	request := ex.execution(store.RoleRequest, status, nil, rec.failure, nil)
+	request.Output = rep.output()
+	if status == store.Failed && rec.failure == nil {
+		request.Error = rep.rpcError
 	}
-	if ex.failure != nil {
-		request.Invocation = ex.invocationJSON(ex.failure, ex.failure.Data)
-	} else {
-		request.Invocation = ex.invocationJSON(nil, nil)
-	}
+	request.Invocation = rec.invocationJSON(rec.failure, nil)
 	return h.opts.Store.Write(ctx, func(tx *store.Tx) error {
-		if ex.work != nil && !ex.server.Preview && status == store.Succeeded {
-			if err := tx.Apply(ctx, ex.work); err != nil {
+		if rec.work != nil && !ex.server.Preview && status == store.Succeeded {
+			if err := tx.Apply(ctx, rec.work); err != nil {
 				return err
 			}
 		}
-		for _, call := range ex.calls {
-			if err := tx.InsertExecution(ctx, call); err != nil {
-				return err
-			}
+		if err := tx.InsertExecutions(ctx, rec.calls); err != nil {
+			return err
 		}
 		if err := tx.FinishExecution(ctx, request); err != nil {
 			return err
 		}
-		for _, use := range ex.uses {
-			if err := tx.AddUse(ctx, ex.executionID, use); err != nil {
-				return err
-			}
+		if err := tx.AddUses(ctx, ex.executionID, rec.uses); err != nil {
+			return err
 		}
-		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(ex.calls))
+		return tx.ConsumeSessionInput(ctx, ex.session, ex.executionID, len(rec.calls))
 	})
 }
 
@@ -181,35 +223,31 @@ func (h *Handler) complete(ex *exchange, status string, buffer *bufferedResponse
 // it, it is kept and made once the database answers, so that the request
 // does not stay RUNNING. It reports whether the completion had committed
 // after all (the record is the one complete wrote), in which case the
-// buffered result may be sent.
-func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError, cause error) (committed bool) {
-	ex.mu.Lock()
+// answer may be sent.
+func (h *Handler) recordUncommitted(ex *exchange, rec *record, status string, rerr *rpcError, cause error) (committed bool) {
 	if status != store.Cancelled {
 		status = store.Failed
 	}
 	request := ex.execution(store.RoleRequest, status, nil, rerr, nil)
 	request.Output, _ = json.Marshal(map[string]any{"error": rerr.wire()})
-	request.Invocation = ex.invocationJSON(rerr, map[string]any{"cause": cause.Error()})
-	calls := make([]*store.Execution, len(ex.calls))
-	for i, call := range ex.calls {
+	request.Invocation = rec.invocationJSON(rerr, map[string]any{"cause": cause.Error()})
+	calls := make([]*store.Execution, len(rec.calls))
+	for i, call := range rec.calls {
 		kept := *call
 		if kept.RolledBackBy == "" {
 			kept.RolledBackBy = ex.executionID
 		}
 		calls[i] = &kept
 	}
-	started := append([]string(nil), ex.tasks...)
-	ex.mu.Unlock()
-	by, _ := json.Marshal(map[string]any{"principal": ex.who.Principal, "subject": ex.who.Subject, "executionId": ex.executionID})
+	started := rec.tasks
+	by, _ := json.Marshal(engine.CancelledBy{Principal: ex.who.Principal, Subject: ex.who.Subject, ExecutionID: ex.executionID})
 	write := func(ctx context.Context, tx *store.Tx) error {
 		final := *request
 		if err := tx.FinishExecution(ctx, &final); err != nil {
 			return err
 		}
-		for _, call := range calls {
-			if err := tx.InsertExecution(ctx, call); err != nil {
-				return err
-			}
+		if err := tx.InsertExecutions(ctx, calls); err != nil {
+			return err
 		}
 		for _, id := range started {
 			if _, err := tx.CancelTask(ctx, ex.account, id, by); err != nil {
@@ -242,7 +280,7 @@ func (h *Handler) recordUncommitted(ex *exchange, status string, rerr *rpcError,
 		}
 		<-h.opts.Clock.After(wait)
 	}
-	h.later.add(write)
+	h.settler.add(write)
 	return false
 }
 
@@ -266,24 +304,23 @@ func (h *Handler) completedAfterAll(ctx context.Context, ex *exchange) bool {
 	return e.Status != store.Running && recorded.Code != errNotRecorded && recorded.Code != errAbandoned
 }
 
-// forwardNotification hands a notification (initialized, cancelled) to the
-// SDK. A notification is not a request: nothing is recorded.
-func (h *Handler) forwardNotification(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	req := r.Clone(r.Context())
-	req.Body = readCloser{bytes.NewReader(ex.body)}
-	h.servers.handler(ex.server).ServeHTTP(w, req)
+// requestInput is execution.input: the request as the client sent it, with
+// who asked taken from the verified token, never from the body. Its members
+// are in the order of their names, as the record has always listed them.
+type requestInput struct {
+	Client          string          `json:"client"`
+	ID              json.RawMessage `json:"id"`
+	JSONRPC         string          `json:"jsonrpc"`
+	Method          string          `json:"method"`
+	Params          json.RawMessage `json:"params"`
+	Principal       string          `json:"principal"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	Subject         string          `json:"subject"`
+	Truncated       string          `json:"truncated,omitempty"`
 }
 
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }
-
-// requestRecord is execution.input: the request as the client sent it, with
-// who asked taken from the verified token, never from the body.
-func (ex *exchange) requestRecord() map[string]any {
-	if ex.record != nil {
-		return ex.record
-	}
+// setInput sets execution.input, as values and as the record keeps it.
+func (ex *exchange) setInput() {
 	var params any
 	if ex.req.params != nil {
 		params = ex.req.params
@@ -292,7 +329,7 @@ func (ex *exchange) requestRecord() map[string]any {
 	if len(ex.req.ID) > 0 {
 		json.Unmarshal(ex.req.ID, &id)
 	}
-	ex.record = map[string]any{
+	ex.input = map[string]any{
 		"jsonrpc":         "2.0",
 		"id":              id,
 		"method":          ex.req.Method,
@@ -303,17 +340,23 @@ func (ex *exchange) requestRecord() map[string]any {
 		"protocolVersion": ex.req.version,
 	}
 	if ex.req.truncated != "" {
-		ex.record["truncated"] = ex.req.truncated
+		ex.input["truncated"] = ex.req.truncated
 	}
-	return ex.record
+	recorded := requestInput{
+		Client: ex.who.Client, ID: ex.req.ID, JSONRPC: "2.0", Method: ex.req.Method, Params: ex.req.recordedParams(),
+		Principal: ex.who.Principal, ProtocolVersion: ex.req.version, Subject: ex.who.Subject, Truncated: ex.req.truncated,
+	}
+	if len(recorded.ID) == 0 {
+		recorded.ID = json.RawMessage("null")
+	}
+	if recorded.Params == nil {
+		recorded.Params = json.RawMessage("null")
+	}
+	ex.inputJSON, _ = json.Marshal(recorded)
 }
 
 // execution builds the record of the request itself.
 func (ex *exchange) execution(role, status string, output json.RawMessage, rerr *rpcError, details map[string]any) *store.Execution {
-	if ex.recordJSON == nil {
-		ex.recordJSON, _ = json.Marshal(ex.requestRecord())
-	}
-	input := ex.recordJSON
 	e := &store.Execution{
 		ID:            ex.h.opts.IDs.New(),
 		Account:       ex.account,
@@ -327,7 +370,7 @@ func (ex *exchange) execution(role, status string, output json.RawMessage, rerr 
 		Caller:        ex.who.Principal,
 		Subject:       ex.who.Subject,
 		Client:        ex.who.Client,
-		Input:         input,
+		Input:         ex.inputJSON,
 		Output:        output,
 		Preview:       ex.server.Preview,
 		StartedAt:     ex.started,
@@ -343,56 +386,24 @@ func (ex *exchange) execution(role, status string, output json.RawMessage, rerr 
 }
 
 // invocationJSON is what the request recorded about itself, with the error
-// it answered, when it failed. The caller holds ex.mu.
-func (ex *exchange) invocationJSON(failure *rpcError, details any) json.RawMessage {
-	invocation := make(map[string]any, len(ex.invocation)+1)
-	for k, v := range ex.invocation {
-		invocation[k] = v
-	}
+// it answered, when it failed.
+func (rec *record) invocationJSON(failure *rpcError, details any) json.RawMessage {
+	invocation := rec.invocation
 	if failure != nil {
-		invocation["error"] = failure.invocationEntry(details)
+		invocation.Error = failure.invocationEntry(details)
 	}
 	out, _ := json.Marshal(invocation)
 	return out
 }
 
-func (ex *exchange) setInvocation(key string, value any) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.invocation == nil {
-		ex.invocation = map[string]any{}
-	}
-	ex.invocation[key] = value
+// forwardNotification hands a notification (initialized, cancelled) to the
+// SDK. A notification is not a request: nothing is recorded.
+func (h *Handler) forwardNotification(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	req := r.Clone(r.Context())
+	req.Body = readCloser{bytes.NewReader(ex.body)}
+	h.servers.handler(ex.server).ServeHTTP(w, req)
 }
 
-func (ex *exchange) recordCall(e *store.Execution) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.calls = append(ex.calls, e)
-}
+type readCloser struct{ *bytes.Reader }
 
-func (ex *exchange) addUse(u store.Use) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.uses = append(ex.uses, u)
-}
-
-func (ex *exchange) ensureWork(h *Handler) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	if ex.work == nil {
-		ex.work = h.opts.Store.NewWork(ex.account)
-	}
-}
-
-func (ex *exchange) startedTask(id string) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.tasks = append(ex.tasks, id)
-}
-
-func (ex *exchange) fail(rerr *rpcError) {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.failure = rerr
-}
+func (readCloser) Close() error { return nil }

@@ -10,12 +10,17 @@
 //   - request.go: reading one JSON-RPC message, its revision and headers;
 //   - admission.go: admitting a request into its session, or refusing it
 //     and recording the refusal outside any session;
-//   - exchange.go: an admitted request, from the SDK serving it to the
-//     transaction that records it; reply.go holds its reply until then;
-//   - sdk.go: one SDK server per server version, and the middleware that
-//     routes methods to their families;
+//   - exchange.go: an admitted request and its record, from its method to
+//     the transaction that records it; reply.go frames its answer, which
+//     leaves only then;
+//   - protocol.go: what the SDK's transport checks of a request, checked
+//     here for the methods the endpoint answers itself; methods.go: which
+//     method serves a request;
+//   - sdk.go: one SDK server per server version, for discovery, the
+//     handshake and notifications;
 //   - discover.go: server/discover and the handshake; tools.go: tools/list
 //     and tools/call; tasks.go: the Tasks extension's methods;
+//     resources.go, prompts.go, skills.go: skills and resources;
 //   - errors.go: JSON-RPC errors and tool errors, with their fixed sentences;
 //   - server.go and directory.go: a server as one request sees it, resolved
 //     from the registry.
@@ -26,7 +31,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
@@ -78,13 +82,15 @@ type Options struct {
 	// MCP tokens must name PublicURL + "/mcp" in aud.
 	PublicURL string
 	Logger    *slog.Logger
+	// Meter, when set, is told of every request and refusal (metering.go).
+	Meter Meter
 }
 
 // Handler serves /mcp/v1/<account>/<name>.
 type Handler struct {
 	opts    Options
 	servers *sdkServers
-	later   *later
+	settler *settler
 }
 
 // New makes the endpoint.
@@ -98,14 +104,14 @@ func New(opts Options) *Handler {
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
 	h := &Handler{opts: opts}
 	h.servers = newSDKServers(h)
-	h.later = startLater(opts.Store, opts.Clock, opts.Logger)
+	h.settler = startSettler(opts.Store, opts.Clock, opts.Logger)
 	return h
 }
 
 // Close stops the endpoint's background work: record writes still waiting
 // for the database are tried once more, then left to the process that
 // settles this one's work.
-func (h *Handler) Close() { h.later.close() }
+func (h *Handler) Close() { h.settler.close() }
 
 // Audience is the aud an MCP token must carry.
 func (h *Handler) Audience() string { return auth.MCPAudience(h.opts.PublicURL) }
@@ -115,8 +121,8 @@ func (h *Handler) ResourceMetadataURL(account, name string) string {
 	return auth.ResourceMetadataURL(h.opts.PublicURL, account, name)
 }
 
-// ServeHTTP handles one POST to an MCP server's endpoint.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveHTTP handles one POST to an MCP server's endpoint.
+func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	account, name, ok := auth.ParseMCPPath(r.URL.Path)
 	if !ok {
 		http.NotFound(w, r)
@@ -149,11 +155,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rerr.write(w, idOf(req))
 		return
 	}
+	meterRequest(w, "", req.Method)
 	who, ok := h.authenticate(w, r, account, name, req)
 	if !ok {
 		return
 	}
 	ex := &exchange{h: h, account: account, who: who, req: req, body: body, started: h.opts.Clock.Now()}
+	ex.setInput()
 	if !contains(who.Accounts, account) {
 		newError(codeInvalidParams, errServerNotFound, http.StatusNotFound, map[string]any{"name": name}).write(w, idOf(req))
 		return
@@ -169,6 +177,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.server = server
+	meterRequest(w, server.Name, req.Method)
 	if tooLarge {
 		h.refuse(w, r, ex, newError(codeInvalidParams, errTooLarge, http.StatusRequestEntityTooLarge, map[string]any{"limitBytes": MaxRequestBytes}))
 		return
@@ -208,6 +217,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, account, 
 		}
 		h.opts.Logger.Info("MCP token refused", "account", account, "name", name, "err", err)
 	}
+	h.meterRefused(errUnauthorized)
 	auth.SetChallenge(w.Header(), h.ResourceMetadataURL(account, name), err)
 	// The body says which kind of check failed, in auth's public words only.
 	reason, sentence := auth.Public(err)
@@ -255,23 +265,4 @@ func contains(list []string, v string) bool {
 
 // rebound says whether a request reached a loopback listener under a Host
 // that is not a loopback name.
-func rebound(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !isLoopback(local.String()) {
-		return false
-	}
-	return !isLoopback(r.Host)
-}
-
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func rebound(r *http.Request) bool { return auth.Rebound(r) }

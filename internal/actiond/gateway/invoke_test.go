@@ -92,8 +92,7 @@ func builderServer(env *at.Env, name string, extra ...map[string]any) string {
 	return id
 }
 
-// ACT-379..386, ACT-393, ACT-423, ACT-425, ACT-426, ACT-429, ACT-433..439,
-// ACT-459..468, ACT-472, ACT-474..477: the loop of seed 004, as one test.
+// ACT-379, ACT-380, ACT-382, ACT-383, ACT-384, ACT-385, ACT-386, ACT-393, ACT-423, ACT-425, ACT-426, ACT-429, ACT-433, ACT-434, ACT-435, ACT-436, ACT-438, ACT-439, ACT-460, ACT-461, ACT-462, ACT-463, ACT-466, ACT-467, ACT-468, ACT-472, ACT-474, ACT-475, ACT-476, ACT-477: the loop of seed 004, as one test.
 // Through the endpoint, the external agent creates a tool disabled,
 // previews it (it fails: FAILED with its traceback, not a tool error),
 // previews drafts of it until one works (the rows it would write shown,
@@ -288,7 +287,8 @@ func TestTheBuildLoop(t *testing.T) {
 	})
 }
 
-// ACT-389, ACT-392, ACT-395..401, ACT-403..407, ACT-457, ACT-458: refused
+// ACT-389, ACT-392, ACT-396, ACT-397, ACT-398, ACT-399, ACT-400, ACT-401,
+// ACT-403, ACT-404, ACT-405, ACT-406, ACT-407, ACT-457, ACT-458: refused
 // invocations. Each is a tool error, nothing runs, and the invoke call is
 // recorded FAILED with the refusal: an action that does not exist and one
 // the principal may not read, in the same words; one the server may not
@@ -438,7 +438,7 @@ func TestInvokeGoesThroughTheServersReference(t *testing.T) {
 	})
 }
 
-// ACT-384, ACT-413..416, ACT-421, ACT-464: nothing a preview commits. A
+// ACT-384, ACT-413, ACT-414, ACT-415, ACT-416, ACT-421, ACT-464: nothing a preview commits. A
 // draft that reads a value reads it for real; one that calls createAction
 // publishes nothing; its calls are preview, each with its write set. On a
 // PREVIEW server, commit: true commits nothing either.
@@ -497,7 +497,11 @@ def run(event):
 	})
 }
 
-// ACT-137, ACT-201, ACT-388, ACT-420, ACT-444..448, ACT-450, ACT-453..455, ACT-465, ACT-469..471, ACT-473:
+// previewHint is the seed's sentence for a previewed agent's task
+// ("Invoking an agent").
+const previewHint = "It runs on its own, and nothing it does is committed. Read it with get_task, passing task_id, every poll_interval_ms, or with tasks/get when your client has the Tasks extension."
+
+// ACT-137, ACT-201, ACT-204, ACT-388, ACT-420, ACT-444, ACT-445, ACT-446, ACT-447, ACT-448, ACT-450, ACT-453, ACT-454, ACT-455, ACT-465, ACT-469, ACT-470, ACT-471, ACT-473:
 // invoke starts a callable agent as a task and answers at once, in both
 // modes. To a client without the Tasks extension, a preview answers with
 // task_id, working, poll_interval_ms 5000 and the preview hint; the task
@@ -528,7 +532,7 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		res := invokeCall(t, s, map[string]any{"action_id": agentID, "input": map[string]any{"k": "preview-1"}})
 		answer := structured(res)
 		if res.IsError || keysOf(answer) != "hint,poll_interval_ms,status,task_id" || answer["status"] != "working" ||
-			answer["poll_interval_ms"] != float64(5000) || answer["hint"] != engine.TaskPreviewHint {
+			answer["poll_interval_ms"] != float64(5000) || answer["hint"] != previewHint {
 			t.Fatalf("invoke of an agent answered %v %s", res.IsError, text(res))
 		}
 		taskID := answer["task_id"].(string)
@@ -558,6 +562,10 @@ func TestInvokeStartsAnAgentAsATask(t *testing.T) {
 		read := callTool(t, s, "get_task", map[string]any{"task_id": taskID, "intent": "Read the agent's result."})
 		if read.IsError || !strings.Contains(text(read), "done preview-1") {
 			t.Errorf("get_task of the finished agent: %v %s", read.IsError, text(read))
+		}
+		// ACT-204: get_task's intent is the request's stated intent.
+		if got := at.Dig(last(t, requests(env, serverID, "tools/call")), "mcpRequest", "intent"); got != "Read the agent's result." {
+			t.Errorf("the get_task request recorded intent %v", got)
 		}
 		// ACT-454, ACT-455: only the session that started it reads it.
 		other := env.Connect("agent-desk", env.Token(principal, "bob"), at.Revision2026)
@@ -642,7 +650,7 @@ def run(event):
     return {"caught": missing["error"]["code"]}
 `
 
-// ACT-387, ACT-394, ACT-409, ACT-410, ACT-424, ACT-427..432, ACT-440,
+// ACT-387, ACT-394, ACT-409, ACT-410, ACT-424, ACT-427, ACT-428, ACT-429, ACT-430, ACT-431, ACT-432, ACT-440,
 // ACT-441: what an invoked tool answers. A preview lists the tool's direct
 // calls in order, a failed one with its error; counts the rows the
 // principal may not read, deleted rows, and rows past the size limit;

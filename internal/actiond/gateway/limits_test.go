@@ -33,7 +33,7 @@ func call(name string, args map[string]any, rev string) at.Request {
 	return at.Request{Method: "tools/call", Revision: rev, Params: map[string]any{"name": name, "arguments": args}}
 }
 
-// ACT-509..514, ACT-517, ACT-567, ACT-576: callsPerMinute bounds each session: each
+// ACT-509, ACT-511, ACT-512, ACT-513, ACT-514, ACT-517, ACT-567, ACT-576: callsPerMinute bounds each session: each
 // admitted request counts one, a request's nested calls count once its
 // outcome is recorded, and a request beyond the limit gets 429 with
 // Retry-After and mcp_rate_limited naming the limit; capacity returns as
@@ -106,7 +106,7 @@ func TestRateLimitCountsRunningRequests(t *testing.T) {
 	})
 }
 
-// ACT-518..525: refusals after the token check are recorded FAILED with the
+// ACT-518, ACT-519, ACT-520, ACT-521, ACT-522, ACT-523, ACT-524, ACT-525: refusals after the token check are recorded FAILED with the
 // request and the reason, outside any session, running nothing; only the
 // first of a principal and subject at a server each minute, the rest
 // counted into the next recorded one's unrecorded_refusals and window.

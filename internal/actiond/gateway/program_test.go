@@ -76,7 +76,7 @@ func runProgram(t *testing.T, s *mcp.ClientSession, source string, input map[str
 	return out
 }
 
-// ACT-111, ACT-112, ACT-322..326, ACT-329, ACT-350..353, ACT-364: a server
+// ACT-111, ACT-112, ACT-322, ACT-323, ACT-324, ACT-325, ACT-326, ACT-329, ACT-350, ACT-351, ACT-352, ACT-353, ACT-364: a server
 // listing program offers it; a program reads event["data"], calls a tool,
 // graphql and cel, uses decimal and money as builtins, and answers with
 // what run returned as {value}; the request has one call, the program's
@@ -146,7 +146,7 @@ func programCall(t *testing.T, env *at.Env, serverID string) map[string]any {
 	return calls[0].(map[string]any)
 }
 
-// ACT-342..346, ACT-348, ACT-354: a program whose third call fails rolls
+// ACT-342, ACT-344, ACT-346, ACT-348, ACT-354: a program whose third call fails rolls
 // back the first two: neither write is there, the answer is a tool error
 // with the failed tool's code, its message led by the program's own
 // traceback, and every call, the rolled-back ones included, is recorded
@@ -203,7 +203,7 @@ def run(event):
 	})
 }
 
-// ACT-332..339, ACT-376: checked first. A literal document with a variable
+// ACT-332, ACT-333, ACT-334, ACT-335, ACT-336, ACT-337, ACT-338, ACT-339, ACT-376: checked first. A literal document with a variable
 // it does not declare, a constant document passed through the program's
 // own function without a variable it requires, an operation_name the
 // document lacks, and a tool the server does not list are each refused
@@ -326,7 +326,7 @@ func graphQLAs(t *testing.T, env *at.Env, token, query string, variables map[str
 var hiddenKeys = map[string]any{"effect": "DENY", "actions": []any{"SELECT"}, "resources": []any{"financial.KVValue"},
 	"assertions": map[string]any{"hidden": "context.document.key.startsWith('hidden')"}}
 
-// ACT-355..364: a preview runs every call and commits none. Its result is
+// ACT-355, ACT-356, ACT-357, ACT-358, ACT-359, ACT-360, ACT-361, ACT-362, ACT-363: a preview runs every call and commits none. Its result is
 // {value, writes, unreadable_writes, omitted_writes}: a row the principal
 // may read is shown with its table, key and new value; a row it may not
 // read and a deleted row are only counted; rows past the size limit are
@@ -434,7 +434,7 @@ def run(event):
 	})
 }
 
-// ACT-365..367: on a server in preview mode a program never commits: with
+// ACT-365, ACT-366, ACT-367: on a server in preview mode a program never commits: with
 // commit: true it runs as it would live, its writes are rolled back and
 // recorded, and its result carries the preview marker.
 func TestProgramOnAPreviewServerNeverCommits(t *testing.T) {

@@ -15,8 +15,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
 
-// ACT-002, ACT-096..101, ACT-103, ACT-113, ACT-118, ACT-121..123, ACT-483,
-// ACT-486, ACT-493, ACT-494, ACT-496, ACT-498..500, ACT-599: each admitted
+// ACT-002, ACT-096, ACT-097, ACT-098, ACT-099, ACT-100, ACT-101, ACT-103, ACT-113, ACT-118, ACT-121, ACT-122, ACT-123, ACT-483, ACT-486, ACT-493, ACT-494, ACT-496, ACT-498, ACT-499, ACT-500, ACT-599: each admitted
 // request is one execution of the server whose input is the request, whose
 // caller, subject and client come from the token, readable as soon as its
 // answer arrives, with one REQUEST input of its session CLAIMED at admission
@@ -36,7 +35,7 @@ func TestRecordsEveryRequest(t *testing.T) {
 		if got := last(t, env.Executions(serverID)); got["status"] != "SUCCEEDED" || at.Dig(got, "mcpRequest", "method") != "tools/list" {
 			t.Fatalf("right after tools/list answered, its record reads %v %v", got["status"], at.Dig(got, "mcpRequest", "method"))
 		}
-		// ACT-121..123: _meta and clientInfo cannot name someone else.
+		// ACT-121, ACT-122, ACT-123: _meta and clientInfo cannot name someone else.
 		spoof := map[string]any{"principal": "evil", "subject": "evil", "client": "evil", "io.modelcontextprotocol/clientInfo": map[string]any{"name": "evil"}}
 		res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Meta: spoof, Name: "echo", Arguments: map[string]any{"a": 1}})
 		if err != nil || res.IsError {
@@ -309,7 +308,14 @@ func TestFailedCommitSendsNoContent(t *testing.T) {
 // that deadline before the client is answered.
 func TestLockedCommitSendsNoContent(t *testing.T) {
 	eachDialect(t, at.Options{}, func(t *testing.T, env *at.Env) {
-		serverID := defineBump(env, "5s")
+		// On Postgres the answer comes at the store's lock timeout, well
+		// before the deadline; a loaded machine once stretched that past
+		// 5 s, so the deadline there leaves room.
+		timeout := "5s"
+		if env.Dialect == store.Postgres {
+			timeout = "15s"
+		}
+		serverID := defineBump(env, timeout)
 		db := env.OpenDatabase()
 		c := ctx(t)
 		conn, err := db.Conn(c)

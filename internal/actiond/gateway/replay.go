@@ -8,17 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
 	"github.com/incusspawn/isx/internal/actiond/auth"
 	"github.com/incusspawn/isx/internal/actiond/engine"
 	"github.com/incusspawn/isx/internal/actiond/policy"
+	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/coded"
-	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
 // Replay reruns a recorded request against a later version of its server
@@ -101,98 +101,52 @@ func (h *Handler) Replay(ctx context.Context, r Replay) (*ReplayResult, error) {
 	runCtx, cancel := context.WithTimeout(ctx, server.ResponseTimeout)
 	defer cancel()
 	ex := &exchange{
-		h: h, account: r.Account, who: who, req: req, server: server, started: h.opts.Clock.Now(), ctx: runCtx,
+		h: h, account: r.Account, who: who, req: req, server: server, started: h.opts.Clock.Now(),
 		executionID: h.opts.IDs.New(),
 		session:     store.SessionKey{Account: r.Account, ServerID: server.ActionID, ID: r.Original.SessionID},
 	}
+	ex.setInput()
 	ex.sessionInput = h.sessionInput(ctx, ex.session)
-	ex.replayTasks = replayTasks{ex: ex, inner: h.opts.Tasks}
-	result, callErr := h.replayMethod(runCtx, ex)
-	if coded.CodeOf(callErr) == CodeReplayUnsupported {
-		return nil, callErr // nothing ran: there is no replay to record
+	json.Unmarshal(ex.sessionInput, &ex.sessionValues)
+	rec := &record{}
+	ex.tasks = replayTasks{ex: ex, rec: rec, inner: h.opts.Tasks, reader: r.Replayer}
+	result, rerr, err := h.replayMethod(runCtx, ex, rec)
+	if err != nil {
+		return nil, err // nothing ran: there is no replay to record
 	}
-	return ex.replayRecord(r, result, callErr), nil
+	return ex.replayRecord(r, rec, result, rerr), nil
 }
 
-// replayMethod runs the recorded method as the endpoint would.
-func (h *Handler) replayMethod(ctx context.Context, ex *exchange) (mcp.Result, error) {
+// replayMethod runs the recorded method as the endpoint would. Recorded
+// params that do not decode as the method's are refused as the endpoint
+// would have refused them; discovery and the handshake, which the SDK
+// answers, are not replayed.
+func (h *Handler) replayMethod(ctx context.Context, ex *exchange, rec *record) (mcp.Result, *rpcError, error) {
 	method := ex.req.Method
 	if !ex.server.serves(method, ex.req.version) {
-		rerr := newError(codeMethodNotFound, errMethodNotFound, http.StatusNotFound, map[string]any{"method": method})
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
+		return nil, rec.fail(newError(codeMethodNotFound, errMethodNotFound, http.StatusNotFound, map[string]any{"method": method})), nil
 	}
-	// The recorded params decode as they did when the endpoint served them;
-	// ones that do not are refused as the endpoint would have.
-	badParams := func() (mcp.Result, error) {
-		rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
+	spec, ok := methodParams[method]
+	if !ok {
+		return nil, nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts, skills and tasks requests", method).
+			WithHint("Replay a tools/call, resources/read, prompts/get, skills/get or tasks/* request, or a listing.")
 	}
-	decode := func(params any) bool {
-		return json.Unmarshal(ex.req.Params, params) == nil
+	if spec.unusual(ex.req.params) && decodeParams(ex.req, spec.decoded()) != nil {
+		if strings.HasPrefix(method, "tasks/") {
+			return nil, taskNotFound(rec), nil
+		}
+		return nil, rec.fail(newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)), nil
 	}
-	switch method {
-	case "tools/list":
-		return h.listTools(ctx, ex)
-	case "tools/call":
-		var params mcp.CallToolParamsRaw
-		if !decode(&params) {
-			return badParams()
-		}
-		// An agent it starts, directly or through invoke, is recorded as
-		// not started (replayTasks).
-		return h.callTool(ctx, ex, &params)
-	case mcpkit.MethodGetTask, mcpkit.MethodUpdateTask, mcpkit.MethodCancelTask:
-		var params mcpkit.TaskParams
-		if json.Unmarshal(ex.req.Params, &params) != nil {
-			return nil, h.taskNotFound(ex)
-		}
-		switch method {
-		case mcpkit.MethodGetTask:
-			return h.getTask(ex, params.TaskID)
-		case mcpkit.MethodUpdateTask:
-			return h.updateTask(ex, params.TaskID) // updates nothing, live or replayed
-		}
-		return h.cancelTask(ex, params.TaskID) // cancels nothing: replayTasks
-	case "resources/list":
-		return h.listResources(ex), nil
-	case "resources/templates/list":
-		return h.listTemplates(ex), nil
-	case "resources/read":
-		var params mcp.ReadResourceParams
-		if !decode(&params) {
-			return badParams()
-		}
-		return h.readResource(ctx, ex, &params)
-	case "prompts/list":
-		return h.listPrompts(ex), nil
-	case "prompts/get":
-		var params mcp.GetPromptParams
-		if !decode(&params) {
-			return badParams()
-		}
-		return h.getPrompt(ctx, ex, &params)
-	case mcpkit.MethodListSkills:
-		return listSkills(ex), nil
-	case mcpkit.MethodGetSkill:
-		var params mcpkit.GetSkillParams
-		if !decode(&params) {
-			return badParams()
-		}
-		s, rerr := h.loadSkill(ctx, ex, params.URI)
-		if rerr != nil {
-			return nil, rerr.jsonrpc()
-		}
-		return &mcpkit.GetSkillResult{ResultType: "complete", Skill: skillEntry(s)}, nil
+	result, rerr := h.serveMethod(ctx, ex, rec)
+	if rerr != nil && ctx.Err() == context.DeadlineExceeded {
+		rerr = rec.fail(ex.deadlineError())
 	}
-	return nil, coded.New(CodeReplayUnsupported, "a %s request cannot be replayed yet: only tools, resources, prompts, skills and tasks requests", method).
-		WithHint("Replay a tools/call, resources/read, prompts/get, skills/get or tasks/* request, or a listing.")
+	return result, rerr, nil
 }
 
 // replayRecord is the replay's execution: what it answered, what it ran
 // beneath it (rolled back by it), and what it replayed.
-func (ex *exchange) replayRecord(r Replay, result mcp.Result, callErr error) *ReplayResult {
+func (ex *exchange) replayRecord(r Replay, rec *record, result mcp.Result, rerr *rpcError) *ReplayResult {
 	now := ex.h.opts.Clock.Now()
 	e := &store.Execution{
 		ID: ex.executionID, Account: ex.account, ActionID: ex.server.ActionID, ActionVersion: ex.server.Version, ActionName: ex.server.Name,
@@ -200,34 +154,26 @@ func (ex *exchange) replayRecord(r Replay, result mcp.Result, callErr error) *Re
 		Caller: r.Replayer.Principal, Subject: r.Replayer.Subject, Client: r.Replayer.Client,
 		Input: r.Original.Input, Preview: true, StartedAt: ex.started, EndedAt: now,
 	}
-	var wire *jsonrpc.Error
-	switch {
-	case errors.As(callErr, &wire):
+	if rerr != nil {
 		e.Status = store.Failed
-		e.Output, _ = json.Marshal(map[string]any{"error": wire})
-		if ex.failure != nil {
-			e.Error = ex.failure.recorded()
-		}
-	case callErr != nil:
-		e.Status = store.Failed
-		e.Error, _ = json.Marshal(map[string]any{"code": errInternal, "message": callErr.Error()})
-	default:
-		e.Output, _ = json.Marshal(ex.complete(result))
+		e.Output, _ = json.Marshal(map[string]any{"error": rerr.wire()})
+		e.Error = rerr.recorded()
+	} else {
+		e.Output, _ = json.Marshal(result)
 	}
-	ex.mu.Lock()
-	invocation := map[string]any{"replayOf": r.Original.ID, "draft": r.Draft, "serverVersion": ex.server.Version}
-	for k, v := range ex.invocation {
-		invocation[k] = v
-	}
-	calls := ex.calls
-	ex.mu.Unlock()
+	invocation := struct {
+		invocation
+		ReplayOf      string `json:"replayOf"`
+		Draft         bool   `json:"draft"`
+		ServerVersion int64  `json:"serverVersion"`
+	}{rec.invocation, r.Original.ID, r.Draft, ex.server.Version}
 	e.Invocation, _ = json.Marshal(invocation)
-	for _, call := range calls {
+	for _, call := range rec.calls {
 		if call.Role != store.RoleTask { // a task not started ran nothing to roll back
 			rollBack(call, e.ID)
 		}
 	}
-	return &ReplayResult{Execution: e, Calls: calls}
+	return &ReplayResult{Execution: e, Calls: rec.calls}
 }
 
 // rollBack marks a call, and the calls beneath it, rolled back by the
@@ -390,7 +336,12 @@ func (u usedVersions) Resolve(ctx context.Context, name string, version int) (ac
 // a read reads the original session's task (ACT-559..562).
 type replayTasks struct {
 	ex    *exchange
+	rec   *record
 	inner engine.Tasks
+	// reader is who replays: the original session reaches the task, but
+	// what the task answered since is the replayer's to read only if the
+	// replayer may read the task's execution.
+	reader ReplayPrincipal
 }
 
 func (r replayTasks) Start(ctx context.Context, start engine.TaskStart) (engine.Task, error) {
@@ -406,7 +357,7 @@ func (r replayTasks) Start(ctx context.Context, start engine.TaskStart) (engine.
 		Status: store.Cancelled, Caller: who.Principal, Subject: who.Subject, Client: who.Client, Input: input, Preview: true,
 		Draft: start.Draft, Invocation: json.RawMessage(`{"notStarted":true}`), StartedAt: now, EndedAt: now,
 	}
-	r.ex.recordCall(e)
+	r.rec.addCalls([]*store.Execution{e})
 	return engine.Task{ID: e.ID, Status: store.Cancelled, CreatedAt: now, UpdatedAt: now, Preview: true}, nil
 }
 
@@ -414,7 +365,45 @@ func (r replayTasks) Get(ctx context.Context, scope engine.TaskScope, id string)
 	if r.inner == nil {
 		return engine.Task{}, engine.ErrTaskNotFound
 	}
-	return r.inner.Get(ctx, scope, id)
+	task, err := r.inner.Get(ctx, scope, id)
+	if err != nil {
+		return task, err
+	}
+	if err := r.mayRead(ctx, scope.Account, id); err != nil {
+		return engine.Task{}, err
+	}
+	return task, nil
+}
+
+// mayRead requires SELECT on the task's execution of the replayer, under
+// its own layers and claims, as GraphQL's execution(id:) would: a task the
+// replayer may not read is not found, as one of another session is.
+func (r replayTasks) mayRead(ctx context.Context, account, id string) error {
+	if r.reader.Root {
+		return nil
+	}
+	var e *store.Execution
+	if err := r.ex.h.opts.Store.Read(ctx, func(tx *store.Tx) (err error) {
+		e, err = tx.Execution(ctx, account, id)
+		return err
+	}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return engine.ErrTaskNotFound
+		}
+		return err
+	}
+	layers := make([]policy.Layer, 0, len(r.reader.Layers))
+	for _, layer := range r.reader.Layers {
+		if layer.Claims == nil {
+			layer.Claims = r.reader.Claims
+		}
+		layers = append(layers, layer)
+	}
+	check := policy.Request{Operation: policy.Select, Resource: registry.ResourceExecution, Document: e, Claims: r.reader.Claims}
+	if len(layers) == 0 || policy.Check(ctx, check, layers...) != nil {
+		return engine.ErrTaskNotFound
+	}
+	return nil
 }
 
 // Cancel cancels nothing: the original task is read, as it is.

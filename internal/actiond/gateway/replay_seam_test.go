@@ -30,7 +30,7 @@ func (c *countingTasks) Cancel(_ context.Context, _ engine.TaskScope, id string,
 // endpoint's tasks to cancel it; a working task stays working.
 func TestReplayTasksCancelNothing(t *testing.T) {
 	inner := &countingTasks{}
-	tasks := replayTasks{inner: inner}
+	tasks := replayTasks{inner: inner, reader: ReplayPrincipal{Root: true}}
 	task, err := tasks.Cancel(context.Background(), engine.TaskScope{}, "t1", engine.CancelledBy{ExecutionID: "replay"})
 	if err != nil || task.Status != store.Running || inner.cancels != 0 || inner.starts != 0 {
 		t.Errorf("a replay's cancel: %+v %v, %d cancels asked", task, err, inner.cancels)

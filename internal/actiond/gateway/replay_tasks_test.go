@@ -210,7 +210,7 @@ func rerun(env *at.Env, token, id string) (map[string]any, []at.GraphQLError) {
 	return out, res.Errors
 }
 
-// ACT-479, ACT-480, ACT-558, ACT-563..565: rerunExecution starts a task its
+// ACT-479, ACT-480, ACT-558, ACT-563, ACT-564, ACT-565: rerunExecution starts a task its
 // request did start again, by the rerunning principal and user, in preview
 // when the task was a preview; a request, a draft's preview and a task a
 // replay recorded as not started are never rerun, and a draft's preview is
@@ -290,5 +290,53 @@ func TestRerunExecution(t *testing.T) {
 		}
 		_, errs = rerun(env, bob, draftRun)
 		refuse("rerunExecution of a draft's preview", errs, "draft's preview")
+	})
+}
+
+// A replayed tasks/get reads the original session's task, so it may answer
+// what the task output since; that answer is the replayer's only if the
+// replayer may read the task's execution. An auditor with INVOKE on the
+// server and read on the requests, but not on tasks, replays a tasks/get
+// made while the task worked: the task is not found for it, and nothing
+// of the task's later output reaches it. A replayer that may read the task
+// gets the completed result.
+func TestReplayedTaskReadNeedsReadOnTheTask(t *testing.T) {
+	eachTaskDialect(t, func(t *testing.T, d store.Dialect) {
+		g := newGates(t)
+		env, serverID, _, _ := deskEnv(t, d, g)
+		ts := env.ConnectTasks("desk", env.Token(principal, "alice"), at.Revision2026, true)
+		task, _ := ts.CallForTask(t, "summarize", map[string]any{"topic": "secrets"})
+		if task == nil {
+			t.Fatal("no task")
+		}
+		if got, err := ts.GetTask(task.TaskID); err != nil || got.Status != mcpkit.TaskWorking {
+			t.Fatalf("tasks/get while working: %+v %v", got, err)
+		}
+		read := last(t, requests(env, serverID, mcpkit.MethodGetTask))
+		g.open("secrets")
+		ts.WaitTask(t, task.TaskID, taskWait, mcpkit.TaskCompleted)
+
+		env.PutPrincipal("auditor", []map[string]any{at.Allow([]string{"*"}, "*"),
+			{"effect": "DENY", "actions": []any{"SELECT"}, "resources": []any{"actions.Execution"},
+				"assertions": map[string]any{"task": "context.document.role == 'task'"}}})
+		if e := env.GraphQLAs(env.GraphQLToken("auditor", "audrey"), `query($id: ID!) { execution(id: $id) { id } }`, map[string]any{"id": read["id"]}); len(e.Errors) > 0 || !strings.Contains(string(e.Data), read["id"].(string)) {
+			t.Fatalf("the auditor cannot read the tasks/get request: %+v %s", e.Errors, e.Data)
+		}
+		res := replay(env, env.GraphQLToken("auditor", "audrey"), read["id"].(string), nil)
+		var data any
+		json.Unmarshal(res.Data, &data)
+		denied := at.Dig(data, "actions", "replayExecution", "replay")
+		if len(res.Errors) > 0 || at.Dig(denied, "status") != "FAILED" || strings.Contains(asJSON(denied), "About secrets") ||
+			!strings.Contains(asJSON(at.Dig(denied, "error")), "mcp_task_not_found") {
+			t.Errorf("the auditor's replay of tasks/get: %+v %s", res.Errors, asJSON(denied))
+		}
+
+		env.PutPrincipal("reader", []map[string]any{at.Allow([]string{"*"}, "*")})
+		res = replay(env, env.GraphQLToken("reader", "rita"), read["id"].(string), nil)
+		json.Unmarshal(res.Data, &data)
+		allowed := at.Dig(data, "actions", "replayExecution", "replay")
+		if len(res.Errors) > 0 || at.Dig(allowed, "status") != "SUCCEEDED" || !strings.Contains(asJSON(allowed), "About secrets") {
+			t.Errorf("a replay by one who may read the task: %+v %s", res.Errors, asJSON(allowed))
+		}
 	})
 }

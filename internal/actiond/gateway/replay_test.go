@@ -60,7 +60,7 @@ func mustReplay(t *testing.T, env *at.Env, id string, extra map[string]any) map[
 	return at.Dig(data, "actions", "replayExecution").(map[string]any)
 }
 
-// ACT-543..546, ACT-548..551: replay of a recorded tools/call, with its
+// ACT-543, ACT-544, ACT-545, ACT-546, ACT-548, ACT-549, ACT-550, ACT-551: replay of a recorded tools/call, with its
 // recorded arguments, against the server's later version (unpinned
 // references call the version the original used) and against a draft
 // pinning a later version of the tool, which changed its output and its
@@ -135,7 +135,7 @@ func TestReplayAgainstDraft(t *testing.T) {
 	})
 }
 
-// ACT-552, ACT-554..557: what cannot be replayed — a recorded model, a
+// ACT-552, ACT-554, ACT-555, ACT-556, ACT-557: what cannot be replayed — a recorded model, a
 // call, a refusal, a method outside tools, resources, prompts and skills —
 // a JSON-RPC error replayed as the same code, and a replay's authority: the
 // replayer needs INVOKE, and the original principal's authority bounds it.

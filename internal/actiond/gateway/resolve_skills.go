@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/incusspawn/isx/internal/actiond/action"
@@ -22,22 +21,15 @@ func (d *directory) skills(ctx context.Context, resolver action.Resolver, server
 	}
 	var out []*Skill
 	for _, ref := range server.Skills {
-		version := 0
-		if ref.Version != nil {
-			version = *ref.Version
-		}
-		target, err := resolver.Resolve(ctx, ref.Name, version)
-		if errors.Is(err, action.ErrNotFound) {
-			continue
-		}
+		target, ok, err := action.ResolveSkill(ctx, resolver, ref)
 		if err != nil {
 			return nil, fmt.Errorf("resolve skill %q: %w", ref.Name, err)
 		}
-		if target.Deleted || !target.Enabled || target.Definition.Kind != action.KindSkill {
+		if !ok {
 			continue
 		}
 		latest := target
-		if version != 0 {
+		if ref.Version != nil && *ref.Version != 0 {
 			// The latest version's description decides, also for a pin.
 			if latest, err = resolver.Resolve(ctx, ref.Name, 0); err != nil {
 				return nil, fmt.Errorf("resolve skill %q: %w", ref.Name, err)

@@ -17,7 +17,7 @@ import (
 // read-only tools.
 
 // listResources lists the skills' files and nothing else (ACT-262).
-func (h *Handler) listResources(ex *exchange) *mcp.ListResourcesResult {
+func (h *Handler) listResources(ex *exchange, rec *record) mcp.Result {
 	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
 	for _, s := range ex.server.Skills {
 		res.Resources = append(res.Resources, &mcp.Resource{
@@ -25,16 +25,16 @@ func (h *Handler) listResources(ex *exchange) *mcp.ListResourcesResult {
 			MIMEType: skill.MIMEType, Size: s.File.Size,
 		})
 	}
-	ex.offeredSkills()
+	offeredSkills(ex, rec)
 	res.TTLMs, res.CacheScope = 60_000, "private"
-	return res
+	return ex.complete(res)
 }
 
 // listTemplates lists the available templates, with the MIME type their
 // tool's output schema fixes; one whose tool can write now is left out.
-func (h *Handler) listTemplates(ex *exchange) *mcp.ListResourceTemplatesResult {
+func (h *Handler) listTemplates(ex *exchange, rec *record) mcp.Result {
 	res := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
-	offered := []map[string]any{}
+	rec.invocation.Templates = []offeredTemplate{}
 	for _, t := range ex.server.Templates {
 		if t.Unavailable {
 			continue
@@ -42,25 +42,21 @@ func (h *Handler) listTemplates(ex *exchange) *mcp.ListResourceTemplatesResult {
 		res.ResourceTemplates = append(res.ResourceTemplates, &mcp.ResourceTemplate{
 			URITemplate: t.Spec.URITemplate, Name: t.Spec.Name, Description: t.Spec.Description, MIMEType: t.MIMEType,
 		})
-		offered = append(offered, map[string]any{"uriTemplate": t.Spec.URITemplate, "tool": t.Tool.Name, "actionId": t.Tool.Target.ID, "version": t.Tool.Target.Version})
+		rec.invocation.Templates = append(rec.invocation.Templates, offeredTemplate{URITemplate: t.Spec.URITemplate, Tool: t.Tool.Name, ActionID: t.Tool.Target.ID, Version: t.Tool.Target.Version})
 	}
-	ex.setInvocation("templates", offered)
 	res.TTLMs, res.CacheScope = 60_000, "private"
-	return res
+	return ex.complete(res)
 }
 
 // readResource reads a SKILL.md (a load) or the first template the URI
 // matches (a call of its tool). It is never cached: ledger data is live,
 // and every read is recorded.
-func (h *Handler) readResource(ctx context.Context, ex *exchange, params *mcp.ReadResourceParams) (mcp.Result, error) {
-	uri := ""
-	if params != nil {
-		uri = params.URI
-	}
+func (h *Handler) readResource(ctx context.Context, ex *exchange, rec *record) (mcp.Result, *rpcError) {
+	uri := ex.req.param("uri")
 	if skill.IsSkillURI(uri) {
-		sk, rerr := h.loadSkill(ctx, ex, uri)
+		sk, rerr := h.loadSkill(ctx, ex, rec, uri)
 		if rerr != nil {
-			return nil, rerr.jsonrpc()
+			return nil, rerr
 		}
 		res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: sk.File.URI, MIMEType: skill.MIMEType, Text: string(sk.File.Content)}}}
 		res.TTLMs, res.CacheScope = skill.CacheTTLMs, "private"
@@ -72,21 +68,17 @@ func (h *Handler) readResource(ctx context.Context, ex *exchange, params *mcp.Re
 			continue
 		}
 		if t.Unavailable {
-			rerr := resourceError(errResourceUnavailable, uri)
-			ex.fail(rerr)
-			return nil, rerr.jsonrpc()
+			return nil, rec.fail(resourceError(errResourceUnavailable, uri))
 		}
-		return h.readTemplate(ctx, ex, t, uri, values)
+		return h.readTemplate(ctx, ex, rec, t, uri, values)
 	}
-	rerr := resourceError(errResourceNotFound, uri)
-	ex.fail(rerr)
-	return nil, rerr.jsonrpc()
+	return nil, rec.fail(resourceError(errResourceNotFound, uri))
 }
 
 // readTemplate calls the template's tool with the URI's variables as
 // top-level string properties, the reference's fixed input replacing any of
 // the same name, and no stated intent: the host reads, not the model.
-func (h *Handler) readTemplate(ctx context.Context, ex *exchange, t *Template, uri string, values map[string]string) (mcp.Result, error) {
+func (h *Handler) readTemplate(ctx context.Context, ex *exchange, rec *record, t *Template, uri string, values map[string]string) (mcp.Result, *rpcError) {
 	args := make(map[string]any, len(values))
 	for name, value := range values {
 		args[name] = value
@@ -94,21 +86,19 @@ func (h *Handler) readTemplate(ctx context.Context, ex *exchange, t *Template, u
 	effective, failure := ex.applyFixed(ctx, t.Tool, args)
 	var out engine.Outcome
 	if failure == nil {
-		ex.ensureWork(h)
-		out = h.opts.Runner.Call(ctx, ex.newCall(t.Tool, effective))
+		out = h.opts.Runner.Call(ctx, ex.newCall(rec, t.Tool, effective))
+		rec.addCalls(out.Recorded)
 		failure = out.Failure
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return nil, ctx.Err() // the middleware answers mcp_request_deadline
+		return nil, rec.fail(ex.deadlineError())
 	}
 	if failure != nil {
-		rerr := readError(failure, uri)
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
+		return nil, rec.fail(readError(failure, uri))
 	}
-	ex.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
+	rec.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
 	for _, used := range out.Used {
-		ex.addUse(store.Use{Kind: store.UseTool, Ref: used})
+		rec.addUse(store.Use{Kind: store.UseTool, Ref: used})
 	}
 	content := &mcp.ResourceContents{URI: uri}
 	if text, isString := out.Output.(string); isString {
@@ -116,13 +106,11 @@ func (h *Handler) readTemplate(ctx context.Context, ex *exchange, t *Template, u
 	} else {
 		body, err := json.Marshal(out.Output) // map keys sorted: canonical
 		if err != nil {
-			rerr := readError(engine.NewFailure(errOutputInvalid, "The tool's output is not JSON.", ""), uri)
-			ex.fail(rerr)
-			return nil, rerr.jsonrpc()
+			return nil, rec.fail(readError(engine.NewFailure(errOutputInvalid, "The tool's output is not JSON.", ""), uri))
 		}
 		content.MIMEType, content.Text = "application/json", string(body)
 	}
-	ex.setInvocation("output", map[string]any{"uri": uri, "template": t.Spec.URITemplate, "tool": t.Tool.Name, "mimeType": content.MIMEType})
+	rec.invocation.Output = map[string]any{"uri": uri, "template": t.Spec.URITemplate, "tool": t.Tool.Name, "mimeType": content.MIMEType}
 	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{content}}
 	res.TTLMs, res.CacheScope = 0, "private"
 	return ex.complete(res), nil
@@ -136,26 +124,4 @@ func readError(f *engine.Failure, uri string) *rpcError {
 		data["hint"] = f.Hint
 	}
 	return &rpcError{Base: coded.Base{Code: f.Code, Message: f.Message, Hint: f.Hint}, RPC: codeInvalidParams, Status: http.StatusBadRequest, Data: data, Detail: f.Detail}
-}
-
-// complete marks a result complete for 2026-07-28, which requires
-// resultType on every result the SDK does not build itself.
-func (ex *exchange) complete(res mcp.Result) mcp.Result {
-	if ex.req.version < newProtocol {
-		return res
-	}
-	return completeResult{res}
-}
-
-type completeResult struct{ mcp.Result }
-
-func (r completeResult) MarshalJSON() ([]byte, error) {
-	body, err := json.Marshal(r.Result)
-	if err != nil || len(body) < 2 || body[0] != '{' {
-		return body, err
-	}
-	if len(body) == 2 {
-		return []byte(`{"resultType":"complete"}`), nil
-	}
-	return append([]byte(`{"resultType":"complete",`), body[1:]...), nil
 }

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net/http"
 	"strconv"
@@ -13,18 +15,21 @@ import (
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
-// sdkServers keeps one SDK server per server version: the SDK speaks the
-// protocol (every revision, discovery, framing); the endpoint's middleware
-// answers the methods whose results come from actions and records them.
+// sdkServers keeps one SDK server per server version, for what the SDK
+// still answers: server/discover (2026-07-28), the handshake of the earlier
+// revisions (initialize, ping), and notifications. Everything else the
+// endpoint answers itself (protocol.go, methods.go).
 type sdkServers struct {
-	h  *Handler
-	mu sync.Mutex
+	h *Handler
+	// logger is the SDK's: its per-request INFO lines at DEBUG.
+	logger *slog.Logger
+	mu     sync.Mutex
 	// by "<account>/<action id>@<version>"
 	handlers map[string]http.Handler
 }
 
 func newSDKServers(h *Handler) *sdkServers {
-	return &sdkServers{h: h, handlers: map[string]http.Handler{}}
+	return &sdkServers{h: h, logger: sdkLogger(h.opts.Logger), handlers: map[string]http.Handler{}}
 }
 
 func (s *sdkServers) handler(server *Server) http.Handler {
@@ -34,11 +39,12 @@ func (s *sdkServers) handler(server *Server) http.Handler {
 	if h, ok := s.handlers[key]; ok {
 		return h
 	}
-	sdk := s.newServer(server)
+	sdk := mcp.NewServer(implementation(server), s.h.serverOptions(server))
+	sdk.AddReceivingMiddleware(identify(server))
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sdk }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
-		Logger:       s.h.opts.Logger,
+		Logger:       s.logger,
 	})
 	if len(s.handlers) > 1024 {
 		clear(s.handlers) // old versions; rebuilt on demand
@@ -47,72 +53,36 @@ func (s *sdkServers) handler(server *Server) http.Handler {
 	return h
 }
 
-// newServer is the SDK server of one server version: discovery and the
-// handshake from discover.go, the Tasks methods from tasks.go, and the
-// middleware that answers tools/list and tools/call (tools.go).
-func (s *sdkServers) newServer(server *Server) *mcp.Server {
-	sdk := mcp.NewServer(implementation(server), s.h.serverOptions(server))
-	s.h.addTaskMethods(sdk)
-	s.h.addSkillMethods(sdk)
-	sdk.AddReceivingMiddleware(s.h.middleware)
-	return sdk
+// serve lets the SDK answer an admitted request into a buffer, and
+// returns its answer.
+func (s *sdkServers) serve(r *http.Request, ex *exchange) *reply {
+	buffer := newBufferedResponse()
+	req := r.Clone(r.Context())
+	req.Body = readCloser{bytes.NewReader(ex.body)}
+	req.ContentLength = int64(len(ex.body))
+	s.handler(ex.server).ServeHTTP(buffer, req)
+	return buffer.reply()
 }
 
-// middleware answers tools/list and tools/call from the request's resolved
-// server, and stamps every result with the server's identity.
-func (h *Handler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ex := exchangeFrom(ctx)
-		if ex == nil {
-			return next(ctx, method, req)
-		}
-		var result mcp.Result
-		var err error
-		// The SDK runs handlers detached from the HTTP request; the work of
-		// the request runs under ex.ctx, which ends when the client goes
-		// away or the server's response timeout passes.
-		run := ex.ctx
-		switch method {
-		case "tools/list":
-			result, err = h.listTools(run, ex)
-		case "tools/call":
-			params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
-			result, err = h.callTool(run, ex, params)
-		case "resources/list":
-			result = h.listResources(ex)
-		case "resources/templates/list":
-			result = h.listTemplates(ex)
-		case "resources/read":
-			params, _ := req.GetParams().(*mcp.ReadResourceParams)
-			result, err = h.readResource(run, ex, params)
-		case "prompts/list":
-			result = h.listPrompts(ex)
-		case "prompts/get":
-			params, _ := req.GetParams().(*mcp.GetPromptParams)
-			result, err = h.getPrompt(run, ex, params)
-		case "initialize":
-			result, err = next(ctx, method, req)
+// identify stamps every result of a server version with its identity,
+// and keeps the Tasks extension out of the handshake's answer.
+func identify(server *Server) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			result, err := next(ctx, method, req)
+			if err != nil {
+				return nil, err
+			}
 			if init, ok := result.(*mcp.InitializeResult); ok {
 				result = withoutTasks(init)
 			}
-		default:
-			result, err = next(ctx, method, req)
-		}
-		if err != nil {
-			if run.Err() == context.DeadlineExceeded {
-				rerr := newError(codeInternal, errDeadline, http.StatusInternalServerError,
-					map[string]any{"responseTimeout": int(ex.deadline().Seconds())})
-				ex.fail(rerr)
-				return nil, rerr.jsonrpc()
+			// ping's empty result cannot carry _meta: the SDK's type panics
+			// on it, in a goroutine of its own, which would end the process.
+			if result != nil && method != "ping" {
+				annotate(server, result)
 			}
-			return nil, err
+			return result, nil
 		}
-		// ping's empty result cannot carry _meta: the SDK's type panics on
-		// it, in a goroutine of its own, which would end the process.
-		if result != nil && method != "ping" {
-			ex.annotate(result)
-		}
-		return result, nil
 	}
 }
 
@@ -133,21 +103,47 @@ func withoutTasks(init *mcp.InitializeResult) *mcp.InitializeResult {
 	return &out
 }
 
-// callResult is a tools/call result as the request's revision sends it.
-// The SDK marks a result complete only on the tool path it serves itself,
-// and 2026-07-28 requires resultType on every tools/call result.
-func (ex *exchange) callResult(res *mcp.CallToolResult) mcp.Result {
+// annotate puts the server's name and answering version, and the preview
+// marker, in a result's _meta.
+func annotate(server *Server, result mcp.Result) {
+	meta := result.GetMeta()
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{"name": server.MCPName, "version": strconv.FormatInt(server.Version, 10)}
+	if server.Preview {
+		meta["com.twisp/preview"] = true
+	}
+	result.SetMeta(meta)
+}
+
+// complete is a result as the request's revision sends it: 2026-07-28
+// requires resultType on every result, which the SDK's own result types
+// carry in a member of their own, and the others get from a wrapper.
+func (ex *exchange) complete(res mcp.Result) mcp.Result {
 	if ex.req.version < newProtocol {
 		return res
 	}
-	return completeCallResult{res}
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		r.ResultType = mcpkit.ResultComplete
+	case *mcp.ListResourcesResult:
+		r.ResultType = mcpkit.ResultComplete
+	case *mcp.ListResourceTemplatesResult:
+		r.ResultType = mcpkit.ResultComplete
+	case *mcp.ListPromptsResult:
+		r.ResultType = mcpkit.ResultComplete
+	default:
+		return completeResult{res}
+	}
+	return res
 }
 
-// completeCallResult is a CallToolResult sent with resultType "complete".
-type completeCallResult struct{ *mcp.CallToolResult }
+// completeResult is a result sent with resultType "complete".
+type completeResult struct{ mcp.Result }
 
-func (r completeCallResult) MarshalJSON() ([]byte, error) {
-	body, err := json.Marshal(r.CallToolResult)
+func (r completeResult) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(r.Result)
 	if err != nil || len(body) < 2 || body[0] != '{' {
 		return body, err
 	}
@@ -155,19 +151,4 @@ func (r completeCallResult) MarshalJSON() ([]byte, error) {
 		return []byte(`{"resultType":"complete"}`), nil
 	}
 	return append([]byte(`{"resultType":"complete",`), body[1:]...), nil
-}
-
-// annotate puts the server's name and answering version, and the preview
-// marker, in a result's _meta.
-func (ex *exchange) annotate(result mcp.Result) {
-	meta := result.GetMeta()
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	info := implementation(ex.server)
-	meta["io.modelcontextprotocol/serverInfo"] = map[string]any{"name": info.Name, "version": info.Version}
-	if ex.server.Preview {
-		meta["com.twisp/preview"] = true
-	}
-	result.SetMeta(meta)
 }

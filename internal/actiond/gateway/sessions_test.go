@@ -10,7 +10,7 @@ import (
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 )
 
-// ACT-484, ACT-485, ACT-487..489: start.input maps the request to the
+// ACT-484, ACT-485, ACT-488, ACT-489: start.input maps the request to the
 // session's input and session.id names it: the seed's length-prefixed id
 // keeps principal "a:b" with subject "c" apart from principal "a" with
 // subject "b:c".
@@ -35,7 +35,7 @@ func TestSessionsGroupByPrincipalAndSubject(t *testing.T) {
 	})
 }
 
-// ACT-490..492, ACT-508, ACT-517-like data: a session's input is fixed at
+// ACT-490, ACT-491, ACT-492, ACT-508, ACT-517-like data: a session's input is fixed at
 // creation; a later server version mapping a request to another input
 // under the same id is refused with 400 mcp_session_invalid until the
 // session is closed, and a request that does not produce a valid session
@@ -141,7 +141,7 @@ func TestStartFieldLeftOutOfTheID(t *testing.T) {
 	})
 }
 
-// ACT-107, ACT-501..505, ACT-520, ACT-521: closeSession closes one session:
+// ACT-107, ACT-501, ACT-502, ACT-503, ACT-504, ACT-505, ACT-520, ACT-521: closeSession closes one session:
 // its new tools/call is a tool error session_closed and any other request a
 // JSON-RPC error session_closed, run nothing, and are recorded FAILED
 // outside the session; a request already running finishes and is recorded
@@ -214,7 +214,7 @@ func TestCloseSession(t *testing.T) {
 	})
 }
 
-// ACT-039, ACT-506, ACT-507, ACT-526..528, ACT-571: disabling the server
+// ACT-039, ACT-506, ACT-507, ACT-526, ACT-527, ACT-528, ACT-571: disabling the server
 // refuses every new request with 404 mcp_server_not_found, unrecorded, and
 // lets a running request finish; a name that is no MCP server the
 // principal can read gets the same answer.
@@ -269,7 +269,7 @@ func TestDisableServer(t *testing.T) {
 	})
 }
 
-// ACT-529..537, ACT-539..542: every server starts in preview mode: calls run
+// ACT-529, ACT-530, ACT-531, ACT-532, ACT-533, ACT-534, ACT-535, ACT-536, ACT-537, ACT-539, ACT-540, ACT-541, ACT-542: every server starts in preview mode: calls run
 // as live, on real data, their writes roll back into write sets, the
 // request, its session history and uses commit, and results carry
 // com.twisp/preview; promotion sends the whole mcp block with mode LIVE.

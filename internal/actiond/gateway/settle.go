@@ -14,14 +14,15 @@ import (
 
 // A request answered with an error its record could not take — the
 // database refused the write, or its connection was cut — must not stay
-// RUNNING: later keeps such record writes and makes them once the database
+// RUNNING: the settler keeps such record writes and makes them once the database
 // answers again. Each is conditional on the execution still being RUNNING,
 // so making it late, or twice, never overwrites an outcome that did commit.
 
 // settleWrite is one record write to make later.
 type settleWrite func(ctx context.Context, tx *store.Tx) error
 
-type later struct {
+// settler keeps the writes until the database takes them.
+type settler struct {
 	store  *store.Store
 	clock  clock.Clock
 	logger *slog.Logger
@@ -34,16 +35,16 @@ type later struct {
 	once    sync.Once
 }
 
-// retryEvery is how often later tries its writes again.
+// retryEvery is how often the settler tries its writes again.
 const retryEvery = time.Second
 
-func startLater(s *store.Store, c clock.Clock, logger *slog.Logger) *later {
-	l := &later{store: s, clock: c, logger: logger, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func startSettler(s *store.Store, c clock.Clock, logger *slog.Logger) *settler {
+	l := &settler{store: s, clock: c, logger: logger, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.run()
 	return l
 }
 
-func (l *later) add(w settleWrite) {
+func (l *settler) add(w settleWrite) {
 	l.mu.Lock()
 	l.pending = append(l.pending, w)
 	l.mu.Unlock()
@@ -53,7 +54,7 @@ func (l *later) add(w settleWrite) {
 	}
 }
 
-func (l *later) run() {
+func (l *settler) run() {
 	defer close(l.done)
 	ticker := l.clock.NewTicker(retryEvery)
 	defer ticker.Stop()
@@ -71,7 +72,7 @@ func (l *later) run() {
 
 // flush tries every pending write once; those the database did not take
 // stay for the next try.
-func (l *later) flush() {
+func (l *settler) flush() {
 	l.mu.Lock()
 	pending := l.pending
 	l.pending = nil
@@ -92,7 +93,7 @@ func (l *later) flush() {
 	}
 }
 
-func (l *later) close() {
+func (l *settler) close() {
 	l.once.Do(func() { close(l.stop) })
 	<-l.done
 }

@@ -19,44 +19,22 @@ import (
 // versions, and loading one exact version as the request's one call.
 
 // listSkills answers skills/list with the skills the server offers.
-func listSkills(ex *exchange) *mcpkit.ListSkillsResult {
+func listSkills(ex *exchange, rec *record) mcp.Result {
 	res := &mcpkit.ListSkillsResult{ResultType: "complete", Skills: []mcpkit.Skill{}, TTLMs: 60_000, CacheScope: "private"}
 	for _, s := range ex.server.Skills {
 		res.Skills = append(res.Skills, skillEntry(s))
 	}
-	ex.offeredSkills()
+	offeredSkills(ex, rec)
 	return res
 }
 
-// addSkillMethods answers the Skills extension's methods; serves() refuses
-// them on a server without skills before they get here.
-func (h *Handler) addSkillMethods(sdk *mcp.Server) {
-	must(mcp.AddReceivingCustomMethod(sdk, mcpkit.MethodListSkills, func(ctx context.Context, _ *mcp.ServerSession, _ *mcpkit.ListSkillsParams) (*mcpkit.ListSkillsResult, error) {
-		ex := exchangeFrom(ctx)
-		if ex == nil {
-			return nil, errNoExchange()
-		}
-		return listSkills(ex), nil
-	}))
-	must(mcp.AddReceivingCustomMethod(sdk, mcpkit.MethodGetSkill, func(ctx context.Context, _ *mcp.ServerSession, p *mcpkit.GetSkillParams) (*mcpkit.GetSkillResult, error) {
-		ex := exchangeFrom(ctx)
-		if ex == nil {
-			return nil, errNoExchange()
-		}
-		uri := ""
-		if p != nil {
-			uri = p.URI
-		}
-		s, rerr := h.loadSkill(ex.ctx, ex, uri)
-		if rerr != nil {
-			return nil, rerr.jsonrpc()
-		}
-		return &mcpkit.GetSkillResult{ResultType: "complete", Skill: skillEntry(s), TTLMs: skill.CacheTTLMs, CacheScope: "private"}, nil
-	}))
-}
-
-func errNoExchange() error {
-	return newError(codeInternal, errInternal, http.StatusInternalServerError, nil).jsonrpc()
+// getSkill answers skills/get: the skill's one file, loaded.
+func (h *Handler) getSkill(ctx context.Context, ex *exchange, rec *record) (mcp.Result, *rpcError) {
+	s, rerr := h.loadSkill(ctx, ex, rec, ex.req.param("uri"))
+	if rerr != nil {
+		return nil, rerr
+	}
+	return &mcpkit.GetSkillResult{ResultType: "complete", Skill: skillEntry(s), TTLMs: skill.CacheTTLMs, CacheScope: "private"}, nil
 }
 
 // skillEntry is a skill as the extension lists it: its one file.
@@ -70,12 +48,11 @@ func skillEntry(s *Skill) mcpkit.Skill {
 
 // offeredSkills records, on a listing, the version of each skill it
 // offered (ACT-248). A listing loads nothing (ACT-247).
-func (ex *exchange) offeredSkills() {
-	offered := []map[string]any{}
+func offeredSkills(ex *exchange, rec *record) {
+	rec.invocation.Skills = []offeredSkill{}
 	for _, s := range ex.server.Skills {
-		offered = append(offered, map[string]any{"name": s.Name, "actionId": s.Target.ID, "version": s.Target.Version, "uri": s.File.URI})
+		rec.invocation.Skills = append(rec.invocation.Skills, offeredSkill{Name: s.Name, ActionID: s.Target.ID, Version: s.Target.Version, URI: s.File.URI})
 	}
-	ex.setInvocation("skills", offered)
 }
 
 // skillNamed is the server's available skill of that registry name.
@@ -117,18 +94,16 @@ func resourceError(code, uri string) *rpcError {
 // recorded beneath it with the file's uri, digest and size, and a SKILL
 // use of it (ACT-239..245). The load runs under the request's authority:
 // the principal and the server must allow INVOKE of the skill.
-func (h *Handler) loadSkill(ctx context.Context, ex *exchange, uri string) (*Skill, *rpcError) {
+func (h *Handler) loadSkill(ctx context.Context, ex *exchange, rec *record, uri string) (*Skill, *rpcError) {
 	sk, rerr := ex.server.findSkill(uri)
 	if rerr != nil {
-		ex.fail(rerr)
-		return nil, rerr
+		return nil, rec.fail(rerr)
 	}
 	request := policy.Request{Operation: policy.Invoke, Resource: action.ResourceAction, Claims: ex.server.Claims, Document: action.Document(sk.Target)}
 	if err := policy.Check(ctx, request, ex.server.Layers...); err != nil {
 		rerr := resourceError(errLoadDenied, uri)
 		rerr.Detail = err.Error()
-		ex.fail(rerr)
-		return nil, rerr
+		return nil, rec.fail(rerr)
 	}
 	now := h.opts.Clock.Now()
 	file := sk.File
@@ -140,8 +115,8 @@ func (h *Handler) loadSkill(ctx context.Context, ex *exchange, uri string) (*Ski
 	}
 	e.Input, _ = json.Marshal(map[string]any{"uri": file.URI})
 	e.Output, _ = json.Marshal(map[string]any{"name": sk.Name, "version": sk.Target.Version, "uri": file.URI, "digest": file.Digest, "size": file.Size})
-	ex.recordCall(e)
-	ex.addUse(store.Use{Kind: store.UseSkill, Ref: e.ID})
-	ex.setInvocation("output", map[string]any{"uri": file.URI, "digest": file.Digest, "size": file.Size})
+	rec.addCalls([]*store.Execution{e})
+	rec.addUse(store.Use{Kind: store.UseSkill, Ref: e.ID})
+	rec.invocation.Output = map[string]any{"uri": file.URI, "digest": file.Digest, "size": file.Size}
 	return sk, nil
 }

@@ -44,7 +44,7 @@ func rpc(t *testing.T, env *at.Env, server, token, method string, params map[str
 	return reply.Result()
 }
 
-// ACT-029, ACT-053, ACT-087..089, ACT-228..248, ACT-256, ACT-284: a server with one skill serves it as
+// ACT-029, ACT-053, ACT-087, ACT-088, ACT-089, ACT-228, ACT-229, ACT-231, ACT-232, ACT-233, ACT-234, ACT-235, ACT-236, ACT-238, ACT-239, ACT-240, ACT-241, ACT-242, ACT-243, ACT-244, ACT-245, ACT-246, ACT-247, ACT-248, ACT-256, ACT-284: a server with one skill serves it as
 // SKILL.md through resources, prompts and the Skills extension; loads are
 // the request's one call, recorded with uri, digest and size and a SKILL
 // use, and listings load nothing but record the versions they offered.
@@ -173,7 +173,7 @@ func TestSkillServedAsFileAndPrompt(t *testing.T) {
 	})
 }
 
-// ACT-249..255, ACT-575: a new version serves at a new URI and the old one
+// ACT-230, ACT-249, ACT-250, ACT-251, ACT-252, ACT-255, ACT-575: a new version serves at a new URI and the old one
 // is superseded; a pin keeps its version; a disabled skill is left out of
 // every listing and refused.
 func TestSkillVersionsAndAvailability(t *testing.T) {
@@ -236,7 +236,7 @@ func TestSkillVersionsAndAvailability(t *testing.T) {
 	})
 }
 
-// ACT-090..092, ACT-257..283, ACT-575: templates read by a read-only tool;
+// ACT-090, ACT-091, ACT-092, ACT-257, ACT-259, ACT-260, ACT-261, ACT-262, ACT-263, ACT-264, ACT-265, ACT-266, ACT-267, ACT-268, ACT-269, ACT-270, ACT-271, ACT-272, ACT-274, ACT-275, ACT-276, ACT-277, ACT-278, ACT-279, ACT-280, ACT-282, ACT-575: templates read by a read-only tool;
 // the first match reads, each variable percent-decoded, fixed input wins;
 // canonical JSON, never cached, no intent; a failed read carries the call's
 // code and the URI; a tool that gains a write makes its template

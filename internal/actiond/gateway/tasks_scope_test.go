@@ -32,7 +32,7 @@ func defineHolder(env *at.Env) string {
 	return id
 }
 
-// ACT-188..190, ACT-209, ACT-210, ACT-214, ACT-217: a task is reached only
+// ACT-188, ACT-189, ACT-190, ACT-209, ACT-210, ACT-214, ACT-217: a task is reached only
 // from the session, server, principal and user that started it. Another
 // user's session, another server offering the same agent, and an id that
 // names no task all get -32602 mcp_task_not_found, the same error whatever
@@ -89,7 +89,7 @@ func TestTasksAreReachedOnlyFromTheirSession(t *testing.T) {
 	})
 }
 
-// ACT-191, ACT-192, ACT-194..196: a session has at most 32 unfinished
+// ACT-191, ACT-192, ACT-194, ACT-195, ACT-196: a session has at most 32 unfinished
 // tasks, and so does a user across a server's sessions: a start beyond
 // either is a tool error start_limit and starts nothing; a finished task
 // frees its place.
@@ -155,7 +155,7 @@ func TestTaskLimits(t *testing.T) {
 	})
 }
 
-// ACT-140, ACT-197, ACT-198, ACT-203..208, ACT-211..213, ACT-215, ACT-216,
+// ACT-140, ACT-197, ACT-198, ACT-203, ACT-206, ACT-207, ACT-211, ACT-212, ACT-213, ACT-215, ACT-216,
 // ACT-218, ACT-219: a client without the extension, on a server listing
 // get_task and cancel_task, is answered with a tool result whose text names
 // task_id, status working, poll_interval_ms and a hint; get_task reads the
@@ -258,7 +258,7 @@ func withoutTheExtension(t *testing.T, d store.Dialect, rev string) {
 	}
 }
 
-// ACT-054, ACT-199, ACT-200, ACT-202, ACT-220..223: where a client without the
+// ACT-054, ACT-199, ACT-200, ACT-202, ACT-220, ACT-221, ACT-222, ACT-223: where a client without the
 // extension could neither read nor cancel a task (the server does not list
 // both get_task and cancel_task), a call of a callable agent is refused with
 // HTTP 400 and -32021 mcp_task_required naming the extension in

@@ -29,7 +29,7 @@ func summarizer(g *gates) modeltest.Script {
 
 var summaryOutput = at.Object(map[string]any{"summary": at.String(), "by": at.String()}, "summary", "by")
 
-// ACT-016, ACT-110, ACT-135, ACT-136, ACT-139, ACT-141..152, ACT-158,
+// ACT-016, ACT-110, ACT-135, ACT-136, ACT-139, ACT-141, ACT-142, ACT-143, ACT-144, ACT-145, ACT-146, ACT-147, ACT-148, ACT-149, ACT-150, ACT-151, ACT-152, ACT-158,
 // ACT-159, ACT-161, ACT-172, ACT-173, ACT-224, ACT-225, ACT-227: a tools/call
 // of a callable agent, from a client declaring the Tasks extension, answers
 // with the task once it is recorded and queued (a flat CreateTaskResult:
@@ -166,7 +166,7 @@ func TestOtherToolsAnswerAtOnce(t *testing.T) {
 	}
 }
 
-// ACT-153, ACT-160, ACT-162..168, ACT-171, ACT-177: the execution's status reads as
+// ACT-153, ACT-160, ACT-162, ACT-163, ACT-164, ACT-165, ACT-166, ACT-167, ACT-168, ACT-171, ACT-177: the execution's status reads as
 // the task's: QUEUED, RUNNING and RETRY_SCHEDULED are working; SUCCEEDED is
 // completed (above); FAILED is completed with a tool error carrying the
 // execution's code, the message "The task's agent failed" and its hint;
@@ -338,7 +338,7 @@ func defineWriter(env *at.Env, mode string) (agentID, serverID string) {
 	return agentID, serverID
 }
 
-// ACT-176, ACT-178..185: tasks/cancel is acknowledged with an empty
+// ACT-176, ACT-178, ACT-179, ACT-180, ACT-181, ACT-182, ACT-183, ACT-184, ACT-185: tasks/cancel is acknowledged with an empty
 // result. A running agent stops at its next step — here while it waits for
 // the model — its writes roll back (its stamp call is kept, rolled back by
 // the task), and it becomes cancelled; its execution's cancelledBy names the

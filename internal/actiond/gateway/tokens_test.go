@@ -26,7 +26,7 @@ func (m *memoryKeys) SaveSigningKey(_ context.Context, key []byte) ([]byte, erro
 	return key, nil
 }
 
-// ACT-051, ACT-056, ACT-059..069, ACT-071, ACT-094, ACT-106, ACT-528: each
+// ACT-051, ACT-056, ACT-059, ACT-060, ACT-061, ACT-062, ACT-063, ACT-064, ACT-065, ACT-066, ACT-067, ACT-068, ACT-069, ACT-071, ACT-094, ACT-106, ACT-528: each
 // token refusal gets its status, header and body: 401 with
 // WWW-Authenticate naming the server's Protected Resource Metadata and
 // scope openid for a missing, expired, wrongly addressed or foreign token

@@ -14,17 +14,17 @@ import (
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
-// Runner runs one tool call beneath a request: it records the call (and the
-// calls beneath it) through Call.Record and returns what it answered; or,
-// for a callable agent, starts it as a task.
+// Runner runs one tool call beneath a request, and answers with what it
+// answered and every execution it recorded (Outcome.Recorded); or, for a
+// callable agent, starts it as a task.
 type Runner interface {
 	Call(ctx context.Context, call *engine.Call) engine.Outcome
 	StartTask(ctx context.Context, call *engine.Call) (engine.Task, *engine.Failure)
 }
 
-func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsResult, error) {
+func (h *Handler) listTools(ex *exchange, rec *record) mcp.Result {
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
-	offered := []map[string]any{}
+	rec.invocation.Tools = []offeredTool{}
 	for _, t := range ex.server.Tools {
 		if t.Unavailable != nil {
 			continue
@@ -34,11 +34,10 @@ func (h *Handler) listTools(ctx context.Context, ex *exchange) (*mcp.ListToolsRe
 			tool.OutputSchema = t.OutputSchema
 		}
 		res.Tools = append(res.Tools, tool)
-		offered = append(offered, map[string]any{"name": t.Name, "actionId": t.Target.ID, "version": t.Target.Version, "native": t.Target.Native})
+		rec.invocation.Tools = append(rec.invocation.Tools, offeredTool{Name: t.Name, ActionID: t.Target.ID, Version: t.Target.Version, Native: t.Target.Native})
 	}
-	ex.setInvocation("tools", offered)
 	res.TTLMs, res.CacheScope = 60_000, "private"
-	return res, nil
+	return ex.complete(res)
 }
 
 func (s *Server) tool(name string) *Tool {
@@ -50,106 +49,125 @@ func (s *Server) tool(name string) *Tool {
 	return nil
 }
 
-func (h *Handler) callTool(ctx context.Context, ex *exchange, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
-	if params == nil {
-		rerr := newError(codeInvalidParams, errBadRequest, http.StatusBadRequest, nil)
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
-	}
-	tool := ex.server.tool(params.Name)
+// callTool answers tools/call: the tool's call, a callable agent's task,
+// or a tool error.
+func (h *Handler) callTool(ctx context.Context, ex *exchange, rec *record) (mcp.Result, *rpcError) {
+	name := ex.req.param("name")
+	tool := ex.server.tool(name)
 	if tool == nil {
-		rerr := newError(codeInvalidParams, errToolNotDeclared, http.StatusBadRequest, map[string]any{"tool": params.Name})
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
+		return nil, rec.fail(newError(codeInvalidParams, errToolNotDeclared, http.StatusBadRequest, map[string]any{"tool": name}))
 	}
+	arguments := ex.req.params["arguments"]
 	if tool.Unavailable == nil && tool.Target.Definition.IsCallableAgent() {
-		return h.callAgent(ctx, ex, tool, params.Arguments)
+		return h.callAgent(ctx, ex, rec, tool, arguments)
 	}
-	result, task := h.runTool(ctx, ex, tool, params.Arguments)
+	result, task := h.runTool(ctx, ex, rec, tool, arguments)
 	if ctx.Err() == context.DeadlineExceeded {
-		return nil, ctx.Err() // the middleware answers mcp_request_deadline
+		return nil, rec.fail(ex.deadlineError())
 	}
 	if task == nil {
-		ex.recordOutput(result, "")
+		rec.invocation.Output = callOutput(result, "")
 		return ex.callResult(result), nil
 	}
 	// An invoke of an agent started a task: a client with the Tasks
 	// extension gets the task itself, one without the invoke's answer
 	// naming it (ACT-445, ACT-447).
-	ex.recordOutput(result, task.ID)
+	rec.invocation.Output = callOutput(result, task.ID)
 	if ex.req.hasExtension(mcpkit.TasksExtension) {
 		return mcpkit.NewCreateTaskResult(task.Wire()), nil
 	}
 	return ex.callResult(result), nil
 }
 
-// recordOutput keeps, in the request's invocation, whether the external
-// agent got a tool error and why, also when no call ran (a missing intent,
-// a closed session), and the task a call started.
-func (ex *exchange) recordOutput(result *mcp.CallToolResult, task string) {
-	output := map[string]any{"isError": result != nil && result.IsError}
+// callResult is a tools/call result as the request's revision sends it:
+// 2026-07-28 requires resultType on every tools/call result.
+func (ex *exchange) callResult(res *mcp.CallToolResult) mcp.Result {
+	return ex.complete(res)
+}
+
+// toolOutput is what the request's invocation keeps of a tools/call's
+// answer: whether the external agent got a tool error and why, also when
+// no call ran (a missing intent, a closed session), and the task a call
+// started.
+type toolOutput struct {
+	Error   *toolOutputError `json:"error,omitempty"`
+	IsError bool             `json:"isError"`
+	Task    string           `json:"task,omitempty"`
+}
+
+type toolOutputError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func callOutput(result *mcp.CallToolResult, task string) toolOutput {
+	output := toolOutput{IsError: result != nil && result.IsError, Task: task}
 	if failure, ok := toolErrors.Of(result); ok {
-		output["error"] = map[string]any{"code": failure.Code, "message": failure.Message}
+		output.Error = &toolOutputError{Code: failure.Code, Message: failure.Message}
 	}
-	if task != "" {
-		output["task"] = task
-	}
-	ex.setInvocation("output", output)
+	return output
 }
 
 // runTool runs one call, and says which task it started, if any: an
 // invoke of a callable agent starts one.
-func (h *Handler) runTool(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) (*mcp.CallToolResult, *engine.Task) {
+func (h *Handler) runTool(ctx context.Context, ex *exchange, rec *record, tool *Tool, arguments any) (*mcp.CallToolResult, *engine.Task) {
 	if tool.Unavailable != nil {
 		return failureResult(tool.Unavailable), nil
 	}
-	args, failure := ex.arguments(ctx, tool, rawArgs)
+	args, failure := ex.arguments(ctx, rec, tool, arguments)
 	if failure != nil {
 		return failureResult(failure), nil
 	}
-	ex.ensureWork(h)
-	out := h.opts.Runner.Call(ctx, ex.newCall(tool, args))
+	out := h.opts.Runner.Call(ctx, ex.newCall(rec, tool, args))
+	rec.addCalls(out.Recorded)
 	if out.Task != nil {
-		ex.startedTask(out.Task.ID)
+		rec.tasks = append(rec.tasks, out.Task.ID)
 	}
 	if out.Failure != nil {
 		return failureResult(out.Failure), nil
 	}
-	ex.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
+	rec.addUse(store.Use{Kind: store.UseTool, Ref: out.ExecutionID})
 	for _, used := range out.Used {
-		ex.addUse(store.Use{Kind: store.UseTool, Ref: used})
+		rec.addUse(store.Use{Kind: store.UseTool, Ref: used})
 	}
 	return toolResult(out.Output), out.Task
 }
 
 // arguments are a call's effective arguments: stated intent taken out and
-// recorded, fixed input applied.
-func (ex *exchange) arguments(ctx context.Context, tool *Tool, rawArgs json.RawMessage) (map[string]any, *engine.Failure) {
-	args := map[string]any{}
-	if len(rawArgs) > 0 && string(rawArgs) != "null" {
-		if err := json.Unmarshal(rawArgs, &args); err != nil {
-			return nil, engine.NewFailure(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
-		}
+// recorded, fixed input applied, in one copy of what the agent sent.
+func (ex *exchange) arguments(ctx context.Context, rec *record, tool *Tool, arguments any) (map[string]any, *engine.Failure) {
+	args, ok := arguments.(map[string]any)
+	if arguments != nil && !ok {
+		return nil, engine.NewFailure(errInputInvalid, "The arguments must be a JSON object.", "Pass the tool's arguments as an object.")
 	}
-	args, failure := ex.takeIntent(args)
+	if args == nil {
+		args = map[string]any{}
+	}
+	intent, rest, failure := ex.takeIntent(args)
 	if failure != nil {
 		return nil, failure
 	}
-	return ex.applyFixed(ctx, tool, args)
+	if intent != "" {
+		rec.invocation.Intent = intent
+	}
+	return ex.applyFixed(ctx, tool, rest)
 }
 
 // newCall is a call of tool beneath the request.
-func (ex *exchange) newCall(tool *Tool, args map[string]any) *engine.Call {
+func (ex *exchange) newCall(rec *record, tool *Tool, args map[string]any) *engine.Call {
+	if rec.work == nil {
+		rec.work = ex.h.opts.Store.NewWork(ex.account)
+	}
 	return &engine.Call{
 		Account: ex.account, Who: ex.who, Layers: ex.server.Layers, Target: tool.Target, Compiled: tool.Compiled, Input: args,
-		ParentID: ex.executionID, Work: ex.work, Preview: ex.server.Preview, Record: ex.recordCall,
+		ParentID: ex.executionID, Work: rec.work, Preview: ex.server.Preview,
 		Server:    engine.ServerRef{ID: ex.server.ActionID, Version: ex.server.Version, Name: ex.server.Name},
 		SessionID: ex.session.ID,
 		Offer:     offer{ex},
 		// What a client can read decides whether invoke may start an agent.
 		TasksExtension: ex.req.hasExtension(mcpkit.TasksExtension),
 		TaskTools:      ex.server.offersTaskTools(),
-		Tasks:          ex.replayTasks,
+		Tasks:          ex.tasks,
 	}
 }
 
@@ -187,25 +205,23 @@ func (o offer) FixedInput(ctx context.Context, ref int, arguments map[string]any
 // on a server that lists get_task and cancel_task, with a tool result
 // naming the task; anywhere else it is refused with -32021 and starts
 // nothing. The request records no call and no use.
-func (h *Handler) callAgent(ctx context.Context, ex *exchange, tool *Tool, rawArgs json.RawMessage) (mcp.Result, error) {
+func (h *Handler) callAgent(ctx context.Context, ex *exchange, rec *record, tool *Tool, arguments any) (mcp.Result, *rpcError) {
 	extension := ex.req.hasExtension(mcpkit.TasksExtension)
 	if !extension && !ex.server.offersTaskTools() {
-		rerr := newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest, map[string]any{"requiredCapabilities": mcpkit.RequiredTasks()})
-		ex.fail(rerr)
-		return nil, rerr.jsonrpc()
+		return nil, rec.fail(newError(codeMissingCapability, errTaskRequired, http.StatusBadRequest, map[string]any{"requiredCapabilities": mcpkit.RequiredTasks()}))
 	}
-	args, failure := ex.arguments(ctx, tool, rawArgs)
+	args, failure := ex.arguments(ctx, rec, tool, arguments)
 	if failure == nil {
 		var task engine.Task
-		task, failure = h.opts.Runner.StartTask(ctx, ex.newCall(tool, args))
+		task, failure = h.opts.Runner.StartTask(ctx, ex.newCall(rec, tool, args))
 		if failure == nil {
-			ex.startedTask(task.ID)
+			rec.tasks = append(rec.tasks, task.ID)
 			if extension {
-				ex.recordOutput(nil, task.ID)
+				rec.invocation.Output = callOutput(nil, task.ID)
 				return mcpkit.NewCreateTaskResult(task.Wire()), nil
 			}
 			result := taskText(task, ex.server.Preview)
-			ex.recordOutput(result, task.ID)
+			rec.invocation.Output = callOutput(result, task.ID)
 			return ex.callResult(result), nil
 		}
 	}
@@ -213,7 +229,7 @@ func (h *Handler) callAgent(ctx context.Context, ex *exchange, tool *Tool, rawAr
 		h.opts.Logger.Error("start task", "execution", ex.executionID, "tool", tool.Name, "detail", failure.Detail)
 	}
 	result := failureResult(failure)
-	ex.recordOutput(result, "")
+	rec.invocation.Output = callOutput(result, "")
 	return ex.callResult(result), nil
 }
 
@@ -239,9 +255,9 @@ func (s *Server) offersTaskTools() bool {
 	return true
 }
 
-// takeIntent removes the stated intent from the arguments and keeps it for
-// the request's record; under REQUIRED a call without one is refused.
-func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *engine.Failure) {
+// takeIntent removes the stated intent from the arguments, in a copy;
+// under REQUIRED a call without one is refused.
+func (ex *exchange) takeIntent(args map[string]any) (string, map[string]any, *engine.Failure) {
 	intent, rest, err := action.SplitIntent(args, ex.server.Intent)
 	if err != nil {
 		code := errIntentInvalid
@@ -253,12 +269,9 @@ func (ex *exchange) takeIntent(args map[string]any) (map[string]any, *engine.Fai
 		if errors.As(err, &aerr) {
 			message = aerr.Message
 		}
-		return nil, engine.NewFailure(code, message, "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again.")
+		return "", nil, engine.NewFailure(code, message, "Add an intent argument of 1 to 1,024 characters saying why you make this call, and call again.")
 	}
-	if intent != "" {
-		ex.setInvocation("intent", intent)
-	}
-	return rest, nil
+	return intent, rest, nil
 }
 
 // applyFixed evaluates the reference's fixed input, whose values replace
@@ -275,9 +288,7 @@ func (ex *exchange) applyFixed(ctx context.Context, tool *Tool, args map[string]
 // fixedScope is what the server's fixed input reads: the request, and the
 // session's id and input.
 func (ex *exchange) fixedScope() action.Scope {
-	var sessionInput map[string]any
-	json.Unmarshal(ex.sessionInput, &sessionInput)
-	return action.Scope{Request: ex.requestRecord(), SessionID: ex.session.ID, SessionInput: sessionInput}
+	return action.Scope{Request: ex.input, SessionID: ex.session.ID, SessionInput: ex.sessionValues}
 }
 
 // toolResult renders a call's output: an object as structuredContent, and

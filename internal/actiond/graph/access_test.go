@@ -2,6 +2,8 @@ package graph_test
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,29 +78,38 @@ func TestWhoCalls_ACT061(t *testing.T) {
 	})
 }
 
-// Without LocalRoot (actiond not on loopback), or from an address that is
-// not loopback, a request without a token is refused.
+// Without LocalRoot (actiond not on loopback), from an address that is not
+// loopback, or on a connection whose listener is not known to be loopback,
+// a request without a token is refused.
 func TestNoLocalRootWithoutLoopback(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d store.Dialect) {
 		a := newAPI(t, d)
+		listener := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
 		for _, c := range []struct {
 			localRoot bool
 			remote    string
+			local     net.Addr
 			status    int
 		}{
-			{false, "127.0.0.1:4000", http.StatusUnauthorized},
-			{true, "192.0.2.1:4000", http.StatusUnauthorized},
-			{true, "[::1]:4000", http.StatusOK},
-			{true, "127.0.0.1:4000", http.StatusOK},
+			{false, "127.0.0.1:4000", listener, http.StatusUnauthorized},
+			{true, "192.0.2.1:4000", listener, http.StatusUnauthorized},
+			{true, "127.0.0.1:4000", nil, http.StatusUnauthorized},
+			{true, "127.0.0.1:4000", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 8080}, http.StatusUnauthorized},
+			{true, "[::1]:4000", listener, http.StatusOK},
+			{true, "127.0.0.1:4000", listener, http.StatusOK},
 		} {
 			h := graph.NewHandler(graph.Options{Store: a.store, PublicURL: publicURL, LocalRoot: c.localRoot})
 			req, _ := http.NewRequest(http.MethodPost, graph.Path, strings.NewReader(`{"query":"{ actions { list { edges { cursor } } } }"}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.RemoteAddr = c.remote
+			req.Host = "127.0.0.1:8080"
+			if c.local != nil {
+				req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, c.local))
+			}
 			rec := newRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.status != c.status {
-				t.Fatalf("local root %v from %s: %d %s", c.localRoot, c.remote, rec.status, rec.body.String())
+				t.Fatalf("local root %v from %s to %v: %d %s", c.localRoot, c.remote, c.local, rec.status, rec.body.String())
 			}
 			if c.status == http.StatusUnauthorized && !strings.HasPrefix(rec.header.Get("WWW-Authenticate"), "Bearer") {
 				t.Fatalf("no challenge: %v", rec.header)

@@ -78,6 +78,13 @@ func (actionsQueryResolver) Sessions(ctx context.Context, obj *model.ActionsQuer
 func (m *actionsMutation) CreateAction(id string, input map[string]any) (model.Action, error) {
 	ctx := m.ctx
 	st := current(ctx)
+	if id == "" {
+		// The caller may leave the ID to actiond; the result's id names it.
+		if st.env.IDs == nil {
+			return nil, badRequest("id", "this operation cannot make an action ID: give one, a UUID in lowercase hyphenated form")
+		}
+		id = st.env.IDs.New()
+	}
 	if err := registry.CheckID(id); err != nil {
 		return nil, err
 	}

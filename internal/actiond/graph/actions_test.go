@@ -255,8 +255,7 @@ func (a *api) createMany(inputs map[string]map[string]any) {
 	a.root(doc.String(), vars).ok()
 }
 
-// ACT-005..011, ACT-019, ACT-022, ACT-023, ACT-027, ACT-031, ACT-041,
-// ACT-542, ACT-600..602: every rejected definition is a GraphQL error with
+// ACT-005, ACT-006, ACT-008, ACT-009, ACT-010, ACT-011, ACT-019, ACT-022, ACT-023, ACT-027, ACT-031, ACT-041, ACT-542, ACT-600, ACT-601, ACT-602: every rejected definition is a GraphQL error with
 // data null, the rule's code, and the field at fault in the message and in
 // extensions.field; nothing is stored.
 func TestDefinitionRejections_ACT005_ACT006_ACT008_ACT009_ACT010_ACT011_ACT600_ACT601_ACT602(t *testing.T) {
@@ -386,7 +385,7 @@ func TestReferenceLimits_ACT021_ACT030(t *testing.T) {
 	})
 }
 
-// ACT-032..035: a skill's name and description follow the Agent Skills
+// ACT-032, ACT-033, ACT-034, ACT-035: a skill's name and description follow the Agent Skills
 // rules, checked when the skill is written.
 func TestSkillNames_ACT032_ACT033_ACT034_ACT035(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d store.Dialect) {

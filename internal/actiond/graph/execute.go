@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -118,6 +119,9 @@ type request struct {
 	env Env
 	now time.Time
 
+	// fields counts the fields resolved, against MaxFields.
+	fields atomic.Int64
+
 	mu      sync.Mutex
 	records []RecordWrite
 	// drafts are the replay drafts this operation validated, by server,
@@ -156,6 +160,7 @@ var engine = sync.OnceValue(func() *executor.Executor {
 	exec.SetRecoverFunc(recoverPanic)
 	exec.SetParserTokenLimit(parserTokenLimit)
 	exec.Use(extension.Introspection{})
+	exec.AroundFields(fieldBudget)
 	return exec
 })
 
@@ -164,6 +169,9 @@ var engine = sync.OnceValue(func() *executor.Executor {
 func run(ctx context.Context, env Env, req Request) *Response {
 	if env.Clock == nil {
 		env.Clock = clock.Real{}
+	}
+	if err := checkLimits(ctx, req); err != nil {
+		return errorResponse(err)
 	}
 	st := &request{env: env, now: env.Clock.Now().UTC()}
 	ctx = graphql.StartOperationTrace(context.WithValue(ctx, requestKey{}, st))
@@ -174,7 +182,11 @@ func run(ctx context.Context, env Env, req Request) *Response {
 		OperationName: req.OperationName,
 	})
 	if len(errs) > 0 {
-		failed := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), errs)
+		var op *ast.OperationDefinition
+		if opCtx != nil {
+			op = opCtx.Operation
+		}
+		failed := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), explain(errs, op))
 		return &Response{Errors: failed.Errors}
 	}
 	handler, ctx := exec.DispatchOperation(ctx, opCtx)

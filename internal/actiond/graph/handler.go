@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"regexp"
 
@@ -48,9 +47,11 @@ type Options struct {
 	// PublicURL is where clients reach actiond; GraphQL tokens must name
 	// PublicURL + Path in aud (auth.GraphQLAudience).
 	PublicURL string
-	// LocalRoot makes a request without an Authorization header from a
-	// loopback address the local root, allowed everything. Set it only while
-	// actiond listens on loopback.
+	// LocalRoot makes a request without an Authorization header the local
+	// root, allowed everything, when it comes from this machine as
+	// auth.LocalCaller says: from loopback, under a loopback Host with the
+	// served port, with no foreign Origin. Set it only while actiond
+	// listens on loopback.
 	LocalRoot bool
 	Clock     clock.Clock
 	// IDs is passed to every operation's Env.
@@ -128,7 +129,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // as an MCP token (ACT-061).
 func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (*auth.Identity, *Access, bool) {
 	if len(r.Header.Values("Authorization")) == 0 {
-		if h.opts.LocalRoot && fromLoopback(r) {
+		if h.opts.LocalRoot && auth.LocalCaller(r) {
 			root := RootAccess()
 			return nil, &root, true
 		}
@@ -146,17 +147,6 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (*auth.Id
 		return nil, nil, false
 	}
 	return &who, nil, true
-}
-
-// fromLoopback: the local root is for callers on this machine only, also if
-// actiond were reached through a listener the option did not expect.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // serve runs the request against a fresh unit of work and commits it.

@@ -46,6 +46,10 @@ func (e *executionRecord) StartedAt() time.Time          { return e.rec.StartedA
 
 func (e *executionRecord) GrantedInPreview() bool { return store.GrantedInPreview(e.rec) }
 
+// Outcome is the status the explorer and the CLI show: TOOL_ERROR for a
+// request answered with a tool error.
+func (e *executionRecord) Outcome() string { return store.Outcome(e.rec) }
+
 // StartedBy reads what started a task, and whether a replay recorded it
 // as not started (its invocation says so).
 func (e *executionRecord) StartedBy() *model.StartedBy {

@@ -210,7 +210,7 @@ func TestWriteSetFilteredBySelect_ACT363_ACT533(t *testing.T) {
 	})
 }
 
-// ACT-493..ACT-498, ACT-501: a session reads with its ordered request log
+// ACT-493, ACT-494, ACT-496, ACT-497, ACT-498, ACT-501: a session reads with its ordered request log
 // and its requests; closeSession closes that session only.
 func TestSessions_ACT493_ACT494_ACT496_ACT497_ACT498_ACT501(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d store.Dialect) {

@@ -13,7 +13,6 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/store"
-	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Replayer reruns a recorded MCP request (the MCP endpoint, wired by the
@@ -92,12 +91,7 @@ func (m *actionsMutation) ReplayExecution(executionID string, version *int, draf
 		Root: access.Root, Principal: replayerName(access), Subject: subject, Client: client, Claims: access.Claims, Layers: access.Layers,
 	})
 	if err != nil {
-		if code := coded.CodeOf(err); code != "" {
-			out := newError(code, "executionId", err.Error(), err)
-			out.Hint = coded.HintOf(err)
-			return nil, out
-		}
-		return nil, err
+		return nil, endpointError(err)
 	}
 	st.addRecord(func(ctx context.Context, tx *store.Tx) error {
 		if err := tx.InsertExecution(ctx, result.Execution); err != nil {

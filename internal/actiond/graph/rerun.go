@@ -39,12 +39,7 @@ func (m *actionsMutation) RerunExecution(executionID string) (model.Execution, e
 		Principal: access.Principal, Subject: subject, Client: client, Claims: access.Claims, Layers: access.Layers,
 	})
 	if err != nil {
-		if code := coded.CodeOf(err); code != "" {
-			out := newError(code, "executionId", err.Error(), err)
-			out.Hint = coded.HintOf(err)
-			return nil, out
-		}
-		return nil, err
+		return nil, endpointError(err)
 	}
 	var started *store.Execution
 	err = st.env.Store.Read(ctx, func(tx *store.Tx) error {
@@ -79,4 +74,16 @@ func rerunnable(ctx context.Context, id string) (*store.Execution, error) {
 		return nil, badRequest("executionId", "this task was recorded as not started by a replay and never ran, so it cannot be rerun: rerun a task its request did start")
 	}
 	return original, nil
+}
+
+// endpointError is a failure the endpoint reported while it replayed or
+// reran executionId: a coded one keeps its code and hint, on that field.
+func endpointError(err error) error {
+	code := coded.CodeOf(err)
+	if code == "" {
+		return err
+	}
+	out := newError(code, "executionId", err.Error(), err)
+	out.Hint = coded.HintOf(err)
+	return out
 }

@@ -110,6 +110,12 @@ type Reply struct {
 	// Release, when set, is waited for before answering, or until the
 	// request ends.
 	Release <-chan struct{}
+	// Chunk is the size of the text's deltas (default 16 bytes).
+	Chunk int
+	// Events, when set, are sent after message_start instead of the
+	// answer's blocks, each as the event its "type" names: a provider
+	// that misbehaves (Messages API only).
+	Events []map[string]any
 }
 
 // Script decides each exchange's answer.

@@ -94,10 +94,20 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "content": []any{}, "model": req.Model,
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 10 * len(req.Messages), "output_tokens": 1}}})
 	st.event("ping", map[string]any{"type": "ping"})
+	if reply.Events != nil {
+		for _, e := range reply.Events {
+			st.event(e["type"].(string), e)
+		}
+		return
+	}
+	chunk := reply.Chunk
+	if chunk <= 0 {
+		chunk = 16
+	}
 	index := 0
 	if reply.Text != "" || len(reply.ToolUses) == 0 {
 		st.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": map[string]any{"type": "text", "text": ""}})
-		for _, piece := range chunks(reply.Text, 16) {
+		for _, piece := range chunks(reply.Text, chunk) {
 			st.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "text_delta", "text": piece}})
 		}
 		if reply.StreamError != "" {

@@ -41,8 +41,9 @@ func TestAllowsOnly_ACT303_ACT309(t *testing.T) {
 	}
 }
 
-// ACT-302..321: annotations derive from policies and the tool's kind.
-func TestAnnotate_ACT302_ACT321(t *testing.T) {
+// ACT-303, ACT-304, ACT-305, ACT-306, ACT-307, ACT-308, ACT-309, ACT-310, ACT-311, ACT-312, ACT-313, ACT-314, ACT-315, ACT-316, ACT-317, ACT-318, ACT-319, ACT-321: annotations derive from policies and the
+// tool's kind.
+func TestAnnotate(t *testing.T) {
 	selectOnly := []policy.Policy{allow([]string{"SELECT"}, "*")}
 	selectInsert := []policy.Policy{allow([]string{"SELECT", "INSERT"}, "*")}
 	everything := []policy.Policy{allow([]string{"*"}, "*")}

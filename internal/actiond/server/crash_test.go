@@ -112,7 +112,9 @@ func TestCrashKeepsRecordsTruthful(t *testing.T) {
 		<-clientsDone
 		transport.CloseIdleConnections()
 
-		restarted := at.StartProcess(t, binary, opts, "", "--liveness", "2s")
+		// Restarted as a deployment restarts it, at its public URL: another
+		// URL is refused while the killed process's heartbeat is recent.
+		restarted := at.StartProcess(t, binary, opts, p.PublicURL, "--liveness", "2s")
 		env = restarted.Env(d)
 		at.WaitFor(t, "no request to stay RUNNING", 30*time.Second, func() bool {
 			return len(env.ExecutionsWhere(map[string]any{"actionId": serverID, "status": "RUNNING"})) == 0

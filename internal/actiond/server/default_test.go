@@ -14,7 +14,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store/storetest"
 )
 
-// ACT-579..582, ACT-584..592, ACT-594..597: the local environment's default
+// ACT-579, ACT-580, ACT-581, ACT-582, ACT-584, ACT-585, ACT-586, ACT-587, ACT-588, ACT-589, ACT-590, ACT-591, ACT-592, ACT-594, ACT-595, ACT-596, ACT-597: the local environment's default
 // server: the native graphql and cel and the audit tool, policies allowing
 // everything (so the principal's own bound each request), LIVE, intent
 // required, a session per principal and subject, and audit reading the

@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,8 +25,10 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/explorer"
 	"github.com/incusspawn/isx/internal/actiond/gateway"
 	"github.com/incusspawn/isx/internal/actiond/graph"
+	"github.com/incusspawn/isx/internal/actiond/metrics"
 	"github.com/incusspawn/isx/internal/actiond/registry"
 	"github.com/incusspawn/isx/internal/actiond/signin"
+	"github.com/incusspawn/isx/internal/actiond/starlark"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/tasks"
 	"github.com/incusspawn/isx/internal/clock"
@@ -45,6 +48,13 @@ type Options struct {
 	// SignIn configures the sign-in MCP hosts complete by themselves, offered
 	// while PublicURL is a loopback URL.
 	SignIn SignIn
+	// CORSOrigins are the exact origins whose pages may call the MCP
+	// endpoints and the sign-in's token, registration and revocation
+	// (NewCORS); none by default.
+	CORSOrigins []string
+	// Metrics serves Prometheus metrics at GET /metrics (off by default:
+	// they name servers and show how busy they are).
+	Metrics bool
 	// Models are the model providers callable agents may name; the
 	// environment may add anthropic and openai (agent.NewProviders).
 	Models []agent.Provider
@@ -52,10 +62,14 @@ type Options struct {
 	// own so that the machine's variables never reach them).
 	Getenv func(string) string
 	// Tasks configure the task workers.
-	Tasks  TaskOptions
-	Clock  clock.Clock
-	Random io.Reader
-	Logger *slog.Logger
+	Tasks TaskOptions
+	// HTTP bounds how long a connection may take (HTTPServer).
+	HTTP HTTPOptions
+	// Programs bound the Starlark runs: programs and Starlark tools.
+	Programs ProgramOptions
+	Clock    clock.Clock
+	Random   io.Reader
+	Logger   *slog.Logger
 }
 
 // SignIn configures the local authorization server.
@@ -66,6 +80,25 @@ type SignIn struct {
 	// signin.DefaultAccessTTL); RefreshTTL how long each refresh token does.
 	AccessTTL  time.Duration
 	RefreshTTL time.Duration
+	// Clients caps client registrations and prunes unused clients (the
+	// store's defaults when zero).
+	Clients store.ClientLimits
+	// NoClientDocuments turns Client ID Metadata Documents off: hosts
+	// register instead.
+	NoClientDocuments bool
+	// DocumentRoots verify the servers of clients' metadata documents
+	// (nil: the system's roots).
+	DocumentRoots *x509.CertPool
+}
+
+// ProgramOptions bound the Starlark runs of this process.
+type ProgramOptions struct {
+	// MaxAllocBytes is what one run may allocate in all, with the Starlark
+	// tools it calls (default starlark.DefaultMaxAllocBytes, 64 MiB).
+	MaxAllocBytes int64
+	// Concurrency is how many runs go on at once; the next waits for a
+	// place until its deadline (default starlark.DefaultConcurrency).
+	Concurrency int
 }
 
 // TaskOptions configure the task workers (see package tasks).
@@ -96,6 +129,8 @@ type Server struct {
 	handler  http.Handler
 	endpoint *gateway.Handler
 	opts     Options
+	// lock holds a SQLite data directory for this process (nil on Postgres).
+	lock *store.DirLock
 }
 
 // New opens the store, makes sure the local environment's actions exist and
@@ -111,7 +146,31 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.PublicURL = strings.TrimRight(opts.PublicURL, "/")
+	opts.HTTP = opts.HTTP.withDefaults()
+	cors, err := NewCORS(opts.PublicURL, opts.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
 	opts.Store.Clock = opts.Clock
+	var meter *metrics.Metrics
+	if opts.Metrics {
+		meter = metrics.New()
+		opts.Store.ObserveCommit = meter.ObserveCommit
+	}
+	var lock *store.DirLock
+	if opts.Store.PostgresDSN == "" && opts.Store.DataDir != "" {
+		var err error
+		lock, err = store.LockDataDir(opts.Store.DataDir, store.Holder{PID: os.Getpid(), Listen: opts.Listen, PublicURL: opts.PublicURL, StartedAt: opts.Clock.Now()})
+		if err != nil {
+			return nil, err
+		}
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Release()
+		}
+	}()
 	st, err := store.Open(ctx, opts.Store)
 	if err != nil {
 		return nil, err
@@ -127,18 +186,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("token issuers: %w", err)
 	}
-	s := &Server{Store: st, Issuer: issuer, opts: opts}
+	ids := uuidSource{random: opts.Random}
+	s := &Server{Store: st, Issuer: issuer, Process: ids.New(), opts: opts, lock: lock}
 	// `actiond token` signs as the server recorded here, so the two cannot
-	// disagree about the issuer and the audience.
-	previous, err := st.PutSetting(ctx, store.SettingPublicURL, opts.PublicURL)
+	// disagree about the issuer and the audience; and no process starts at
+	// another public URL while one serves the database.
+	host, _ := os.Hostname()
+	s.ReplacedPublicURL, err = st.ServeAs(ctx, s.Process, store.ProcessInfo{PID: os.Getpid(), Host: host, Listen: opts.Listen, PublicURL: opts.PublicURL}, liveness(opts.Tasks))
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	if previous != "" && previous != opts.PublicURL {
-		s.ReplacedPublicURL = previous
-	}
-	ids := uuidSource{random: opts.Random}
 	if err := installLocalEnvironment(ctx, st, opts.Clock); err != nil {
 		st.Close()
 		return nil, err
@@ -153,9 +211,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
 	compiled := action.NewCache(4096)
-	reader := registry.NewReader(st)
-	runner := &engine.Runner{GraphQL: graphQL{store: st, clock: opts.Clock, ids: ids}, Registry: reader, Compiled: compiled, IDs: ids, Clock: opts.Clock, Random: opts.Random}
-	s.Process = ids.New()
+	reader := registry.NewCached(st)
+	runner := &engine.Runner{GraphQL: graphQL{store: st, clock: opts.Clock, ids: ids}, Registry: reader, Compiled: compiled, IDs: ids, Clock: opts.Clock, Random: opts.Random,
+		Starlark: starlark.Limits{MaxAllocBytes: opts.Programs.MaxAllocBytes, Gate: starlark.NewGate(opts.Programs.Concurrency)}}
 	s.Tasks = tasks.New(tasks.Options{
 		Store: st, IDs: ids, Clock: opts.Clock, Logger: opts.Logger, Process: s.Process, Sole: st.Dialect() == store.SQLite,
 		Workers: opts.Tasks.Workers, Liveness: opts.Tasks.Liveness, Poll: opts.Tasks.Poll,
@@ -166,10 +224,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	endpoint := gateway.New(gateway.Options{
+	endpointOptions := gateway.Options{
 		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner, Tasks: s.Tasks,
 		Process: s.Process, IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
-	})
+	}
+	if meter != nil {
+		meter.ReadFrom(st)
+		endpointOptions.Meter = meter
+	}
+	endpoint := gateway.New(endpointOptions)
 	s.endpoint = endpoint
 	api := graph.NewHandler(graph.Options{Store: st, Verifier: verifier, PublicURL: opts.PublicURL, LocalRoot: isLoopback(opts.Listen), Clock: opts.Clock, IDs: ids, Natives: nativeTools, Replayer: replayer{endpoint}})
 
@@ -182,15 +245,19 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle(explorer.Path, page)
 	mux.Handle("GET /explorer", http.RedirectHandler(explorer.Path, http.StatusMovedPermanently))
-	mux.Handle("/mcp/v1/", endpoint)
+	// A person who opens actiond's address in a browser wants the page
+	// made for people, not a 404.
+	mux.Handle("GET /{$}", http.RedirectHandler(explorer.Path, http.StatusFound))
+	mux.Handle(mcpRoute, endpoint)
 	mux.Handle("POST /financial/v1/graphql", api)
 	mux.Handle(auth.ProtectedResourcePrefix+"/mcp/v1/", auth.ProtectedResourceHandler(opts.PublicURL, verifier.Issuers(auth.MCPAudience(opts.PublicURL))))
 	mux.Handle(auth.JWKSPath, issuer.JWKSHandler())
 	if signin.Offered(opts.PublicURL) {
 		s.SignIn, err = signin.New(signin.Options{
 			Issuer: issuer, Store: st, Principal: LocalPrincipal, Accounts: []string{auth.DefaultAccount},
-			DefaultSubject: opts.SignIn.DefaultSubject, AccessTTL: opts.SignIn.AccessTTL, RefreshTTL: opts.SignIn.RefreshTTL,
+			DefaultSubject: opts.SignIn.DefaultSubject, AccessTTL: opts.SignIn.AccessTTL, RefreshTTL: opts.SignIn.RefreshTTL, Clients: opts.SignIn.Clients,
 			Clock: opts.Clock, Random: opts.Random, Logger: opts.Logger,
+			Documents: signin.DocumentOptions{Roots: opts.SignIn.DocumentRoots, Off: opts.SignIn.NoClientDocuments},
 		})
 		if err != nil {
 			st.Close()
@@ -202,9 +269,28 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		mux.Handle(auth.OpenIDConfigurationPath, issuer.MetadataHandler())
 	}
 	mux.HandleFunc("GET /healthcheck", s.healthcheck)
-	s.handler = mux
+	if meter != nil {
+		mux.Handle("GET "+metrics.Path, meter.Handler())
+	}
+	s.handler = cors.Wrap(withDeadlines(mux, opts.HTTP))
+	if isLoopback(opts.Listen) {
+		s.handler = loopbackOnly(s.handler)
+	}
+	started = true
 	return s, nil
 }
+
+// liveness is how old another process's heartbeat may be while it counts
+// as alive: the task workers' setting, or their default.
+func liveness(o TaskOptions) time.Duration {
+	if o.Liveness > 0 {
+		return o.Liveness
+	}
+	return defaultLiveness
+}
+
+// defaultLiveness is package tasks' default for TaskOptions.Liveness.
+const defaultLiveness = 15 * time.Second
 
 // Handler serves every endpoint of the server.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -215,7 +301,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Close() error {
 	s.endpoint.Close()
 	s.Tasks.Close()
-	return s.Store.Close()
+	err := s.Store.Close()
+	s.lock.Release()
+	return err
 }
 
 func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {

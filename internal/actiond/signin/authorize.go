@@ -83,9 +83,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readRequest(r *http.Request, v url.Values) (*request, *refusal) {
 	q := &request{state: v.Get("state"), redirectURI: v.Get("redirect_uri")}
 	client, err := s.clientByID(r, v.Get("client_id"))
+	var unusable *documentError
 	switch {
 	case v.Get("client_id") == "":
 		return nil, &refusal{http.StatusBadRequest, "invalid_request", "The request names no client (client_id is missing).", false}
+	case errors.As(err, &unusable):
+		return nil, &refusal{http.StatusBadRequest, "invalid_client", unusable.Error(), false}
 	case errors.Is(err, store.ErrNotFound):
 		return nil, &refusal{http.StatusBadRequest, "invalid_client", "No client is registered with this client_id. Ask the program that sent you here to register again.", false}
 	case err != nil:
@@ -93,7 +96,7 @@ func (s *Server) readRequest(r *http.Request, v url.Values) (*request, *refusal)
 	}
 	q.client = client
 	if !matchRedirectURI(client.RedirectURIs, q.redirectURI) {
-		return nil, &refusal{http.StatusBadRequest, "invalid_request", "The redirect_uri is not one this client registered, so no code can be sent there.", false}
+		return nil, &refusal{http.StatusBadRequest, "invalid_request", "The redirect_uri is not one this client registered (or its metadata document lists), so no code can be sent there.", false}
 	}
 	fail := func(code, description string) (*request, *refusal) {
 		return q, &refusal{http.StatusBadRequest, code, description, true}

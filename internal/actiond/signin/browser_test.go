@@ -1,12 +1,10 @@
 package signin_test
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,26 +14,6 @@ import (
 	at "github.com/incusspawn/isx/internal/actiond/actiondtest"
 	"github.com/incusspawn/isx/internal/actiond/store"
 )
-
-// chromium starts headless Chromium (Debian's, which scripts/test installs)
-// and returns a browser context, closed at the end of the test.
-func chromium(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("Chromium is not installed (scripts/install-chromium.sh installs it): %v", err)
-	}
-	options := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", "new"))
-	allocator, cancelAllocator := chromedp.NewExecAllocator(context.Background(), options...)
-	browser, cancelBrowser := chromedp.NewContext(allocator)
-	ctx, cancelTimeout := context.WithTimeout(browser, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancelBrowser(); cancelAllocator() })
-	// The first run starts the browser, which lives as long as browser.
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return ctx
-}
 
 // callback is the host's loopback listener for the redirect.
 type callback struct {
@@ -70,7 +48,7 @@ func TestConsentInChromium(t *testing.T) {
 	h := newHost(t, env.URL, map[string]any{"client_name": "Browser host", "redirect_uris": []string{redirect},
 		"grant_types": []string{"authorization_code", "refresh_token"}, "token_endpoint_auth_method": "none"})
 	h.redirect = redirect
-	ctx := chromium(t)
+	ctx := at.Chromium(t)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(h.authorizeURL(nil)), chromedp.WaitVisible(chromedp.ID("approve"))); err != nil {
 		t.Fatal(err)

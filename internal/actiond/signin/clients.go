@@ -48,11 +48,17 @@ func (c *Client) allows(grant string) bool {
 type registered struct {
 	id         string
 	secretHash string
+	// document says the client is described by the metadata document at
+	// its id rather than registered here.
+	document bool
 	Client
 }
 
 // clientByID loads a registered client.
 func (s *Server) clientByID(r *http.Request, id string) (*registered, error) {
+	if isDocumentID(id) && !s.documents.off {
+		return s.documentClient(r.Context(), id)
+	}
 	stored, err := s.opts.Store.OAuthClient(r.Context(), id)
 	if err != nil {
 		return nil, err
@@ -106,6 +112,10 @@ func (s *Server) authenticateClient(r *http.Request) (*registered, error) {
 	c, err := s.clientByID(r, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &errClient{description: "No client is registered with that client_id; register again.", basic: basic}
+	}
+	var unusable *documentError
+	if errors.As(err, &unusable) {
+		return nil, &errClient{description: unusable.Error(), basic: basic}
 	}
 	if err != nil {
 		return nil, err

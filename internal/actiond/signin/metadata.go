@@ -23,6 +23,9 @@ type Metadata struct {
 	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
 	ScopesSupported                            []string `json:"scopes_supported"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
+	// ClientIDMetadataDocumentSupported says a client_id may be the https
+	// URL of the client's metadata document (SEP-991).
+	ClientIDMetadataDocumentSupported bool `json:"client_id_metadata_document_supported"`
 }
 
 // Metadata is this server's metadata document.
@@ -42,6 +45,7 @@ func (s *Server) Metadata() Metadata {
 		RevocationEndpointAuthMethodsSupported:     authMethods,
 		ScopesSupported:                            []string{auth.Scope},
 		AuthorizationResponseIssParameterSupported: true,
+		ClientIDMetadataDocumentSupported:          !s.documents.off,
 	}
 }
 

@@ -22,16 +22,20 @@ type view struct {
 	Error      string
 	Problem    string // a request that cannot go on: shown alone
 	ClientName string
-	RedirectTo string
-	Audience   string
-	Principal  string
-	Accounts   string
-	Subject    string
-	AccessTTL  string
-	RefreshTTL string
-	CSRF       string
-	Params     url.Values
-	ActionPath string
+	// ClientDocument is the URL of the metadata document the client's
+	// name comes from: its publisher vouches for the name, this server
+	// does not.
+	ClientDocument string
+	RedirectTo     string
+	Audience       string
+	Principal      string
+	Accounts       string
+	Subject        string
+	AccessTTL      string
+	RefreshTTL     string
+	CSRF           string
+	Params         url.Values
+	ActionPath     string
 }
 
 // showConsent renders the consent form for a checked request, with a fresh
@@ -50,8 +54,12 @@ func (s *Server) showConsent(w http.ResponseWriter, q *request, problem string, 
 	if name == "" {
 		name = "An MCP host"
 	}
+	document := ""
+	if q.client.document {
+		document = q.client.id
+	}
 	s.render(w, status, view{
-		Error: problem, ClientName: name, RedirectTo: origin(q.redirectURI), Audience: s.audience,
+		Error: problem, ClientName: name, ClientDocument: document, RedirectTo: origin(q.redirectURI), Audience: s.audience,
 		Principal: s.opts.Principal, Accounts: strings.Join(s.opts.Accounts, ", "), Subject: s.opts.DefaultSubject,
 		AccessTTL: span(s.opts.AccessTTL), RefreshTTL: span(s.opts.RefreshTTL), CSRF: csrf,
 		Params: q.params(), ActionPath: AuthorizePath,

@@ -3,11 +3,15 @@ package signin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -36,6 +40,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request", "Register with a POST of the client's metadata as JSON.")
+		return
+	}
+	// A page of another site may POST text/plain without asking; a JSON
+	// body it may send only after a preflight, which nothing here answers.
+	if media, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || media != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_client_metadata", "Send the client's metadata as application/json.")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRegistrationBytes+1))
@@ -69,7 +79,17 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, "register a client", err)
 		return
 	}
-	if err := s.opts.Store.RegisterOAuthClient(r.Context(), store.OAuthClient{ID: id, SecretHash: secretHash, Metadata: metadata}); err != nil {
+	err = s.opts.Store.RegisterOAuthClient(r.Context(), store.OAuthClient{ID: id, SecretHash: secretHash, Metadata: metadata}, s.opts.Clients)
+	var limited *store.ClientLimitError
+	if errors.As(err, &limited) {
+		s.opts.Logger.Warn("sign-in: registration refused", "reason", limited.Message)
+		if limited.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(limited.RetryAfter.Seconds()))))
+		}
+		writeError(w, http.StatusTooManyRequests, "temporarily_unavailable", limited.Message+". "+limited.Hint)
+		return
+	}
+	if err != nil {
 		s.serverError(w, "register a client", err)
 		return
 	}

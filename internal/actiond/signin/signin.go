@@ -66,7 +66,7 @@ const (
 // Store keeps clients, grants, codes and refresh tokens; *store.Store is
 // one.
 type Store interface {
-	RegisterOAuthClient(ctx context.Context, c store.OAuthClient) error
+	RegisterOAuthClient(ctx context.Context, c store.OAuthClient, limits store.ClientLimits) error
 	OAuthClient(ctx context.Context, id string) (*store.OAuthClient, error)
 	CreateGrant(ctx context.Context, g store.Grant, code store.AuthorizationCode) error
 	RedeemCode(ctx context.Context, hash string) (*store.AuthorizationCode, *store.Grant, error)
@@ -97,16 +97,25 @@ type Options struct {
 	AccessTTL      time.Duration // default DefaultAccessTTL
 	RefreshTTL     time.Duration // default DefaultRefreshTTL
 	CodeTTL        time.Duration // default DefaultCodeTTL
-	Clock          clock.Clock
-	Random         io.Reader
-	Logger         *slog.Logger
+	// Clients caps registrations (per hour, in total) and says when a
+	// client nobody signed in with is pruned; zero fields take the store's
+	// defaults.
+	Clients store.ClientLimits
+	// Documents configure how clients' metadata documents are fetched
+	// (document.go); loopback documents are allowed, as the sign-in is
+	// the local environment's.
+	Documents DocumentOptions
+	Clock     clock.Clock
+	Random    io.Reader
+	Logger    *slog.Logger
 }
 
 // Server is the authorization server.
 type Server struct {
-	opts     Options
-	issuer   string
-	audience string
+	opts      Options
+	issuer    string
+	audience  string
+	documents *documents
 }
 
 // New checks the options. The issuer URL must be a loopback URL: the
@@ -141,7 +150,13 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	issuer := strings.TrimRight(opts.Issuer.URL(), "/")
-	return &Server{opts: opts, issuer: issuer, audience: auth.MCPAudience(issuer)}, nil
+	// The issuer is a loopback URL (checked above): the local environment,
+	// where a host may serve its document from this machine.
+	opts.Documents.Loopback = true
+	if opts.Documents.Clock == nil {
+		opts.Documents.Clock = opts.Clock
+	}
+	return &Server{opts: opts, issuer: issuer, audience: auth.MCPAudience(issuer), documents: newDocuments(opts.Documents)}, nil
 }
 
 // Offered says whether actiond at publicURL offers the sign-in: only when

@@ -394,9 +394,9 @@ func TestSignInOnlyOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, body := readJSON(t, resp)
-	if status != http.StatusForbidden || body["error"] != "access_denied" {
-		t.Fatalf("a rebound Host: %d %v", status, body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a rebound Host: %d", resp.StatusCode)
 	}
 
 	public := at.New(t, store.SQLite, at.Options{PublicURL: "https://actiond.example.com"})

@@ -72,10 +72,9 @@ func IsSkillURI(uri string) bool { return strings.HasPrefix(uri, "skill://") }
 func Render(def action.Definition, version int, offered []Tool) File {
 	var b strings.Builder
 	// name first, as readers of SKILL.md expect it.
-	front, _ := yaml.Marshal(struct {
-		Name        string `yaml:"name"`
-		Description string `yaml:"description"`
-	}{def.Name, def.Description})
+	front, _ := yaml.Marshal(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		frontText("name"), frontText(def.Name), frontText("description"), frontText(def.Description),
+	}})
 	b.WriteString("---\n")
 	b.Write(front)
 	b.WriteString("---\n\n")
@@ -102,6 +101,18 @@ func Render(def action.Definition, version int, offered []Tool) File {
 	}
 	content := []byte(b.String())
 	return File{URI: URI(def.Name, version), Content: content, Digest: mcpkit.Digest(content), Size: int64(len(content))}
+}
+
+// frontText is a frontmatter string. One with a line break is written
+// double-quoted: as a block scalar its trailing line breaks would be the
+// last lines before the closing ---, which a reader splitting the file at
+// that line does not give back.
+func frontText(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	if strings.ContainsAny(s, "\n\r\u0085\u2028\u2029") {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
 }
 
 // Frontmatter is the skill's name and description, the frontmatter of its

@@ -9,7 +9,7 @@ import (
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
-// ACT-228..238: the file's parts in order, only offered tools named, and
+// ACT-228, ACT-229, ACT-232, ACT-233, ACT-234, ACT-235, ACT-236, ACT-237, ACT-238: the file's parts in order, only offered tools named, and
 // the URI read back; anything else under skill:// is not a skill URI.
 func TestRenderAndURIs(t *testing.T) {
 	def := action.Definition{Name: "fraud-review", Description: "Reviewing: fraud.", Kind: action.KindSkill,

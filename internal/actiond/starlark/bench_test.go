@@ -62,3 +62,31 @@ func BenchmarkRunDecimalArithmetic(b *testing.B) {
 		}
 	}
 }
+
+// A loop of the operations the memory budget measures (concatenation,
+// comparison, indexing by a variable, a method that builds) beside plain
+// arithmetic, which it leaves alone.
+func BenchmarkRunMeasuredLoop(b *testing.B) {
+	script := Script{Name: "loop.star", Source: `def run(event):
+    rows = event["data"]["rows"]
+    total = 0
+    names = []
+    for i in range(len(rows)):
+        row = rows[i]
+        if row["kind"] == event["data"]["kind"]:
+            total += row["amount"] * 2
+            names.append(row["name"].upper() + ":" + str(i))
+    return {"total": total, "names": ",".join(names)}
+`}
+	rows := make([]any, 200)
+	for i := range rows {
+		rows[i] = map[string]any{"kind": []string{"a", "b"}[i%2], "amount": float64(i), "name": "row"}
+	}
+	event := map[string]any{"data": map[string]any{"rows": rows, "kind": "a"}}
+	host := echoHost()
+	for b.Loop() {
+		if _, err := Run(context.Background(), script, event, host, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -32,6 +32,9 @@ var base = func() star.StringDict {
 	for name, value := range pureBuiltins() {
 		d[name] = value
 	}
+	for name, value := range guarded {
+		d[name] = value
+	}
 	d.Freeze()
 	return d
 }()
@@ -41,12 +44,17 @@ func isPredeclared(name string) bool {
 	return name == toolsName || base.Has(name)
 }
 
-func (r *run) predeclared() star.StringDict {
-	d := make(star.StringDict, len(base)+1)
-	for name, value := range base {
-		d[name] = value
+// predeclared is what a run's program sees: the names it uses, of base
+// and its own tools.
+func (r *run) predeclared(names []string) star.StringDict {
+	d := make(star.StringDict, len(names))
+	for _, name := range names {
+		if name == toolsName {
+			d[name] = &toolsModule{r: r}
+		} else if v, ok := base[name]; ok {
+			d[name] = v
+		}
 	}
-	d[toolsName] = &toolsModule{r: r}
 	return d
 }
 
@@ -101,7 +109,7 @@ func (f *toolFunction) CallInternal(thread *star.Thread, args star.Tuple, kwargs
 		return nil, err
 	}
 	r := runOf(thread)
-	goInput, err := toJSON(input, "the input")
+	goInput, err := r.toJSON(input, "the input")
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +131,7 @@ func graphqlBuiltin(thread *star.Thread, fn *star.Builtin, args star.Tuple, kwar
 	switch v := variables.(type) {
 	case star.NoneType:
 	case *star.Dict:
-		converted, err := toJSON(v, "variables")
+		converted, err := runOf(thread).toJSON(v, "variables")
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +168,7 @@ func celBuiltin(thread *star.Thread, fn *star.Builtin, args star.Tuple, kwargs [
 	switch v := vars.(type) {
 	case star.NoneType:
 	case *star.Dict:
-		converted, err := toJSON(v, "vars")
+		converted, err := runOf(thread).toJSON(v, "vars")
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +210,11 @@ func (r *run) answer(what string, check bool, output any, err error) (star.Value
 		}
 		return failedCall(toolErr)
 	}
-	value, err := fromJSON(output)
+	value, err := fromJSON(output, r.budget)
+	var limited *Error
+	if errors.As(err, &limited) {
+		return nil, limited
+	}
 	if err != nil {
 		r.hostErr = fmt.Errorf("%s returned a value that is not JSON: %w", what, err)
 		return nil, r.hostErr

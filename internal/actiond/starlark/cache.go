@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"sync"
 
+	"go.starlark.net/resolve"
 	star "go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -19,7 +20,10 @@ var fileOptions = &syntax.FileOptions{Set: true}
 type compiled struct {
 	program  *star.Program
 	analysis *Analysis
-	err      error // a refused script is cached too
+	// predeclared are the predeclared names the program uses: a run gives
+	// it only those.
+	predeclared []string
+	err         error // a refused script is cached too
 }
 
 // cacheSize bounds the cache: programs from external agents are arbitrary,
@@ -89,19 +93,46 @@ func compile(script Script) (*compiled, error) {
 	return c, c.err
 }
 
+// build checks and analyses the script as written, then compiles it
+// rewritten so that what it allocates is measured (rewrite.go).
 func build(script Script) *compiled {
 	file, err := fileOptions.Parse(script.Name, script.Source, 0)
 	if err != nil {
 		return &compiled{err: staticError(err)}
 	}
-	program, err := star.FileProgram(file, isPredeclared)
-	if err != nil {
+	if _, err := star.FileProgram(file, isPredeclared); err != nil {
 		return &compiled{err: staticError(err)}
 	}
 	if err := checkShape(file); err != nil {
 		return &compiled{err: err}
 	}
-	return &compiled{program: program, analysis: analyse(file)}
+	analysis := analyse(file)
+	measured, err := fileOptions.Parse(script.Name, script.Source, 0)
+	if err != nil {
+		return &compiled{err: staticError(err)}
+	}
+	rewrite(measured)
+	program, err := star.FileProgram(measured, isPredeclared)
+	if err != nil {
+		return &compiled{err: staticError(err)}
+	}
+	return &compiled{program: program, analysis: analysis, predeclared: predeclaredNames(measured)}
+}
+
+// predeclaredNames are the predeclared names a resolved file uses.
+func predeclaredNames(f *syntax.File) []string {
+	seen := map[string]bool{}
+	var names []string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if id, ok := n.(*syntax.Ident); ok {
+			if b, ok := id.Binding.(*resolve.Binding); ok && b.Scope == resolve.Predeclared && !seen[id.Name] {
+				seen[id.Name] = true
+				names = append(names, id.Name)
+			}
+		}
+		return true
+	})
+	return names
 }
 
 // defaultName names a script whose caller gave it no name.

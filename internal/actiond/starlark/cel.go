@@ -222,7 +222,7 @@ func pureResult(resultType string, out any) (star.Value, error) {
 			return star.Float(f), nil
 		}
 	}
-	return fromJSON(out)
+	return fromJSON(out, nil)
 }
 
 var celOperators = map[syntax.Token]string{

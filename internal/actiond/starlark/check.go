@@ -233,7 +233,9 @@ func isUniversal(e syntax.Expr, name string) bool {
 		return false
 	}
 	b := bindingOf(id)
-	return b != nil && b.Scope == resolve.Universal
+	// The universe's builtins that build values are predeclared in their
+	// measured form (guarded.go); they are the same builtins to a script.
+	return b != nil && (b.Scope == resolve.Universal || b.Scope == resolve.Predeclared && guarded.Has(name))
 }
 
 // collect walks the tree, recording bindings, calls and references, with

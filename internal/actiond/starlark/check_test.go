@@ -92,7 +92,7 @@ func TestCheckToolsShadowed(t *testing.T) {
 	}
 }
 
-// ACT-332..ACT-335, ACT-338: documents reaching graphql() as literals,
+// ACT-332, ACT-333, ACT-334, ACT-335, ACT-338: documents reaching graphql() as literals,
 // constants or through the script's own functions are known before it runs,
 // with operation_name, the variables passed, and how they reach the call.
 func TestCheckGraphQLDocumentsACT332(t *testing.T) {

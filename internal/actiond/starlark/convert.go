@@ -29,10 +29,12 @@ type jsonValuer interface {
 	JSON() (any, error)
 }
 
-// notJSONError names where in a value a non-JSON part sits.
+// notJSONError names where in a value a non-JSON part sits; limit is set
+// instead when the conversion would take more than the run's budget.
 type notJSONError struct {
 	path   []string // innermost first
 	reason string
+	limit  *Error
 }
 
 func (e *notJSONError) Error() string { return e.at("the value") }
@@ -57,17 +59,37 @@ func (e *notJSONError) within(segment string) *notJSONError {
 // string, int → int64 (json.Number when it does not fit, so no digit is lost),
 // float → float64, dict with string keys and struct → map[string]any, list
 // and tuple → []any. root names the value in an error ("the result").
-func toJSON(v star.Value, root string) (any, error) {
-	out, err := goValue(v, 0)
+//
+// Each part is charged to b (nil: none) as often as it appears: a value
+// sharing one string in a thousand places is a thousand copies of it once
+// it is JSON text, so a conversion past the budget is its *Error.
+func toJSON(v star.Value, root string, b *budget) (any, error) {
+	out, err := goValue(v, 0, b)
 	if err != nil {
+		if err.limit != nil {
+			return nil, err.limit
+		}
 		return nil, fmt.Errorf("%s", err.at(root))
 	}
 	return out, nil
 }
 
-func goValue(v star.Value, depth int) (any, *notJSONError) {
+// toJSON converts a value of the run, charged to its budget.
+func (r *run) toJSON(v star.Value, root string) (any, error) { return toJSON(v, root, r.budget) }
+
+func chargeJSON(b *budget, n int64) *notJSONError {
+	if err := b.charge(n, "a JSON value"); err != nil {
+		return &notJSONError{limit: err.(*Error)}
+	}
+	return nil
+}
+
+func goValue(v star.Value, depth int, b *budget) (any, *notJSONError) {
 	if depth > maxDepth {
 		return nil, &notJSONError{reason: fmt.Sprintf("is nested more than %d levels deep (does it contain itself?)", maxDepth)}
+	}
+	if err := chargeJSON(b, slotBytes+shallowBytes(v)); err != nil {
+		return nil, err
 	}
 	switch v := v.(type) {
 	case star.NoneType:
@@ -88,13 +110,13 @@ func goValue(v star.Value, depth int) (any, *notJSONError) {
 		}
 		return f, nil
 	case *star.Dict:
-		return dictValue(v, depth)
+		return dictValue(v, depth, b)
 	case *star.List:
-		return sequenceValue(v, v.Len(), depth)
+		return sequenceValue(v, v.Len(), depth, b)
 	case star.Tuple:
-		return sequenceValue(v, v.Len(), depth)
+		return sequenceValue(v, v.Len(), depth, b)
 	case *starlarkstruct.Struct:
-		return attrsValue(v, depth)
+		return attrsValue(v, depth, b)
 	case jsonValuer:
 		out, err := v.JSON()
 		if err != nil {
@@ -105,15 +127,18 @@ func goValue(v star.Value, depth int) (any, *notJSONError) {
 	return nil, &notJSONError{reason: fmt.Sprintf("is a value of type %s, which is not JSON", v.Type())}
 }
 
-func dictValue(d *star.Dict, depth int) (any, *notJSONError) {
+func dictValue(d *star.Dict, depth int, b *budget) (any, *notJSONError) {
 	out := make(map[string]any, d.Len())
 	for _, item := range d.Items() {
 		key, ok := item[0].(star.String)
 		if !ok {
 			return nil, &notJSONError{reason: fmt.Sprintf("has the key %s of type %s; JSON object keys are strings", item[0], item[0].Type())}
 		}
-		value, err := goValue(item[1], depth+1)
+		value, err := goValue(item[1], depth+1, b)
 		if err != nil {
+			if err.limit != nil {
+				return nil, err
+			}
 			return nil, err.within("[" + strconv.Quote(string(key)) + "]")
 		}
 		out[string(key)] = value
@@ -121,11 +146,14 @@ func dictValue(d *star.Dict, depth int) (any, *notJSONError) {
 	return out, nil
 }
 
-func sequenceValue(seq star.Indexable, n, depth int) (any, *notJSONError) {
+func sequenceValue(seq star.Indexable, n, depth int, b *budget) (any, *notJSONError) {
 	out := make([]any, n)
 	for i := range n {
-		value, err := goValue(seq.Index(i), depth+1)
+		value, err := goValue(seq.Index(i), depth+1, b)
 		if err != nil {
+			if err.limit != nil {
+				return nil, err
+			}
 			return nil, err.within("[" + strconv.Itoa(i) + "]")
 		}
 		out[i] = value
@@ -133,7 +161,7 @@ func sequenceValue(seq star.Indexable, n, depth int) (any, *notJSONError) {
 	return out, nil
 }
 
-func attrsValue(s *starlarkstruct.Struct, depth int) (any, *notJSONError) {
+func attrsValue(s *starlarkstruct.Struct, depth int, b *budget) (any, *notJSONError) {
 	names := s.AttrNames()
 	out := make(map[string]any, len(names))
 	for _, name := range names {
@@ -141,8 +169,11 @@ func attrsValue(s *starlarkstruct.Struct, depth int) (any, *notJSONError) {
 		if err != nil {
 			return nil, &notJSONError{reason: err.Error()}
 		}
-		value, nerr := goValue(field, depth+1)
+		value, nerr := goValue(field, depth+1, b)
 		if nerr != nil {
+			if nerr.limit != nil {
+				return nil, nerr
+			}
 			return nil, nerr.within("." + name)
 		}
 		out[name] = value
@@ -155,13 +186,28 @@ func attrsValue(s *starlarkstruct.Struct, depth int) (any, *notJSONError) {
 // exact), others float. Object keys are sorted so that a script sees the
 // same order on every run. Types other than the JSON ones are marshalled to
 // JSON first.
-func fromJSON(v any) (star.Value, error) {
-	return starValue(v, 0)
+//
+// What the values take is charged to b (nil: none): what a tool answers
+// joins the run's memory.
+func fromJSON(v any, b *budget) (star.Value, error) {
+	return starValue(v, 0, b)
 }
 
-func starValue(v any, depth int) (star.Value, error) {
+func starValue(v any, depth int, b *budget) (star.Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("value nested more than %d levels deep", maxDepth)
+	}
+	var n int64 = slotBytes
+	switch v := v.(type) {
+	case string:
+		n += int64(len(v))
+	case map[string]any:
+		n += headerBytes + int64(len(v))*entryBytes
+	case []any:
+		n += headerBytes + int64(len(v))*slotBytes
+	}
+	if err := b.charge(n, "a value a call answered"); err != nil {
+		return nil, err
 	}
 	switch v := v.(type) {
 	case nil:
@@ -192,7 +238,7 @@ func starValue(v any, depth int) (star.Value, error) {
 		keys := slices.Sorted(maps.Keys(v))
 		dict := star.NewDict(len(v))
 		for _, key := range keys {
-			value, err := starValue(v[key], depth+1)
+			value, err := starValue(v[key], depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -204,7 +250,7 @@ func starValue(v any, depth int) (star.Value, error) {
 	case []any:
 		elems := make([]star.Value, len(v))
 		for i, elem := range v {
-			value, err := starValue(elem, depth+1)
+			value, err := starValue(elem, depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -212,7 +258,7 @@ func starValue(v any, depth int) (star.Value, error) {
 		}
 		return star.NewList(elems), nil
 	}
-	return marshalledValue(v, depth)
+	return marshalledValue(v, depth, b)
 }
 
 func floatValue(f float64) star.Value {
@@ -239,7 +285,7 @@ func numberValue(n json.Number) (star.Value, error) {
 }
 
 // marshalledValue takes any other type the way encoding/json sees it.
-func marshalledValue(v any, depth int) (star.Value, error) {
+func marshalledValue(v any, depth int, b *budget) (star.Value, error) {
 	if kind := reflect.ValueOf(v).Kind(); kind == reflect.Func || kind == reflect.Chan || kind == reflect.Complex64 || kind == reflect.Complex128 {
 		return nil, fmt.Errorf("a Go %T is not JSON", v)
 	}
@@ -253,5 +299,5 @@ func marshalledValue(v any, depth int) (star.Value, error) {
 	if err := decoder.Decode(&decoded); err != nil {
 		return nil, fmt.Errorf("a Go %T is not JSON: %w", v, err)
 	}
-	return starValue(decoded, depth)
+	return starValue(decoded, depth, b)
 }

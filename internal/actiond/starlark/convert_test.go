@@ -47,7 +47,7 @@ func TestFromJSON(t *testing.T) {
 		{"time as its JSON", time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), `"2024-01-02T03:04:05Z"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := fromJSON(tc.in)
+			got, err := fromJSON(tc.in, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestFromJSON(t *testing.T) {
 		})
 	}
 	for _, bad := range []any{func() {}, make(chan int), complex(1, 2), json.Number("x1")} {
-		if _, err := fromJSON(bad); err == nil {
+		if _, err := fromJSON(bad, nil); err == nil {
 			t.Errorf("%T: no error", bad)
 		}
 	}
@@ -88,7 +88,7 @@ func TestToJSON(t *testing.T) {
 		{"struct", starlarkstruct.FromStringDict(starlarkstruct.Default, star.StringDict{"k": star.True}), map[string]any{"k": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := toJSON(tc.in, "x")
+			got, err := toJSON(tc.in, "x", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestToJSON(t *testing.T) {
 		{star.Bytes("b"), "x is a value of type bytes"},
 		{star.NewSet(0), "x is a value of type set"},
 	} {
-		_, err := toJSON(tc.in, "x")
+		_, err := toJSON(tc.in, "x", nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
@@ -123,11 +123,11 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"a":[1,2.5,"x",null,true,{"b":{}}],"n":-0.25,"big":1e20}`), &in); err != nil {
 		t.Fatal(err)
 	}
-	v, err := fromJSON(in)
+	v, err := fromJSON(in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := toJSON(v, "v")
+	out, err := toJSON(v, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

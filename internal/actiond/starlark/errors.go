@@ -59,6 +59,10 @@ func (e *Error) Error() string {
 
 const builtinFile = "<builtin>"
 
+// maxMessageBytes bounds an error line: fail(x) of a large x would
+// otherwise be recorded and answered whole.
+const maxMessageBytes = 16 << 10
+
 // traceback renders the frames of the script's own file, outermost first,
 // and the error line. Frames of builtins called in between (sorted, map…)
 // are left out; the builtin that raised the error is named on the error line.
@@ -69,6 +73,14 @@ func traceback(file string, stack star.CallStack, message string) string {
 		raisedIn = stack[n-1].Name
 		// fail's message repeats its name; "Error in fail: x" says it once.
 		message = strings.TrimPrefix(message, raisedIn+": ")
+		if strings.HasPrefix(raisedIn, "$") {
+			// An operator the rewrite measures, which the script wrote as
+			// an operator.
+			raisedIn = ""
+		}
+	}
+	if len(message) > maxMessageBytes {
+		message = message[:maxMessageBytes] + fmt.Sprintf("… (%d bytes in all)", len(message))
 	}
 	first := true
 	for _, frame := range stack {

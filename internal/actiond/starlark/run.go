@@ -28,6 +28,7 @@ package starlark
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	star "go.starlark.net/starlark"
@@ -48,6 +49,13 @@ type Limits struct {
 	MaxToolCalls    int    // tools.<name>() calls, default 64
 	MaxGraphQLCalls int    // graphql() calls, default 64
 	MaxCELCalls     int    // cel() calls, default 64
+	// MaxAllocBytes is what the run may allocate in all, together with
+	// the runs beneath it (a program's Starlark tools); default
+	// DefaultMaxAllocBytes (budget.go).
+	MaxAllocBytes int64
+	// Gate, when set, bounds the runs of the process at once; a run
+	// beneath another takes no place of its own.
+	Gate *Gate
 }
 
 // Defaults of Limits.
@@ -79,16 +87,25 @@ type run struct {
 	file   string
 	host   Host
 	limits Limits
+	budget *budget
 
 	toolCalls, graphqlCalls, celCalls int
 
 	stepsExceeded bool
+	// extraSteps are the steps the rewrite's builtins took beyond what the
+	// script wrote, given back to the step limit (guarded.go).
+	extraSteps uint64
 	// hostErr is a failure of the host rather than of a call; it ends the
 	// script whatever check says.
 	hostErr error
 }
 
 const runKey = "isx.starlark.run"
+
+// runContextKey carries the run into the host's calls, so that a run
+// beneath it (a Starlark tool a program calls) shares its budget and its
+// place at the gate.
+type runContextKey struct{}
 
 func runOf(thread *star.Thread) *run {
 	r, _ := thread.Local(runKey).(*run)
@@ -111,7 +128,7 @@ func Run(ctx context.Context, script Script, event map[string]any, host Host, li
 	if err != nil {
 		return nil, err
 	}
-	eventValue, err := fromJSON(event)
+	eventValue, err := fromJSON(event, nil)
 	if err != nil {
 		return nil, &Error{Base: coded.Base{Code: CodeInputInvalid, Message: "the event is not JSON: " + err.Error(), Err: err}}
 	}
@@ -119,12 +136,26 @@ func Run(ctx context.Context, script Script, event map[string]any, host Host, li
 		return nil, stopped(ctx, "the script was stopped before it ran: "+context.Cause(ctx).Error())
 	}
 
-	r := &run{ctx: ctx, file: script.Name, host: host, limits: limits.withDefaults()}
+	r := &run{file: script.Name, host: host, limits: limits.withDefaults()}
+	if parent, ok := ctx.Value(runContextKey{}).(*run); ok {
+		r.budget = parent.budget
+	} else {
+		r.budget = newBudget(r.limits.MaxAllocBytes)
+		if r.limits.Gate != nil {
+			release, err := r.limits.Gate.enter(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+		}
+		defer r.budget.collect()
+	}
+	r.ctx = context.WithValue(ctx, runContextKey{}, r)
 	thread := r.newThread()
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("stopped") })
 	defer stop()
 
-	globals, err := compiled.program.Init(thread, r.predeclared())
+	globals, err := compiled.program.Init(thread, r.predeclared(compiled.predeclared))
 	if err != nil {
 		return nil, r.failure(err)
 	}
@@ -132,7 +163,11 @@ func Run(ctx context.Context, script Script, event map[string]any, host Host, li
 	if err != nil {
 		return nil, r.failure(err)
 	}
-	out, err := toJSON(result, "the value run returned")
+	out, err := r.toJSON(result, "the value run returned")
+	var limited *Error
+	if errors.As(err, &limited) {
+		return nil, limited
+	}
 	if err != nil {
 		return nil, &Error{Base: coded.Base{
 			Code:    CodeActionFailure,

@@ -83,26 +83,66 @@ const executionColumns = "seq, id, account, action_id, action_version, action_na
 
 // InsertExecution records a new execution.
 func (tx *Tx) InsertExecution(ctx context.Context, e *Execution) error {
-	if e.StartedAt.IsZero() {
-		e.StartedAt = tx.now
-	}
-	writeSet, err := encodeWriteSet(e.WriteSet)
-	if err != nil {
-		return err
-	}
-	_, err = tx.exec(ctx, `INSERT INTO executions (id, account, action_id, action_version, action_name, event_type, role,
-		parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview,
-		write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at, draft) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Account, e.ActionID, e.ActionVersion, e.ActionName, e.EventType, e.Role,
-		nullable(e.ParentID), nullable(e.StartedBy), nullable(e.SessionID), e.Status, e.Caller, e.Subject, e.Client,
-		nullableJSON(e.Input), nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation),
-		tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), nullableJSON(e.CancelledBy), nullable(e.Owner),
-		micros(e.StartedAt), micros(e.EndedAt), nullableJSON(e.Draft))
-	if err != nil {
-		return fmt.Errorf("store: record execution %s: %w", e.ID, err)
+	return tx.InsertExecutions(ctx, []*Execution{e})
+}
+
+// insertColumns are the columns an insert writes: all but seq.
+const insertColumns = "id, account, action_id, action_version, action_name, event_type, role, parent_id, started_by, session_id, status, caller, subject, client, input, output, error, invocation, preview, write_set, rolled_back_by, cancelled_by, owner, started_at, ended_at, draft"
+
+// insertBatch bounds the rows one INSERT statement writes: 26 values each,
+// far below either database's limit on a statement's parameters.
+const insertBatch = 64
+
+// InsertExecutions records new executions, in order, with as few
+// statements as their number allows: a program's 64 calls are one.
+func (tx *Tx) InsertExecutions(ctx context.Context, executions []*Execution) error {
+	for len(executions) > 0 {
+		n := min(len(executions), insertBatch)
+		if err := tx.insertExecutions(ctx, executions[:n]); err != nil {
+			return err
+		}
+		executions = executions[n:]
 	}
 	return nil
 }
+
+func (tx *Tx) insertExecutions(ctx context.Context, batch []*Execution) error {
+	args := make([]any, 0, 26*len(batch))
+	for _, e := range batch {
+		if e.StartedAt.IsZero() {
+			e.StartedAt = tx.now
+		}
+		writeSet, err := encodeWriteSet(e.WriteSet)
+		if err != nil {
+			return err
+		}
+		args = append(args, e.ID, e.Account, e.ActionID, e.ActionVersion, e.ActionName, e.EventType, e.Role,
+			nullable(e.ParentID), nullable(e.StartedBy), nullable(e.SessionID), e.Status, e.Caller, e.Subject, e.Client,
+			nullableJSON(e.Input), nullableJSON(e.Output), nullableJSON(e.Error), nullableJSON(e.Invocation),
+			tx.boolean(e.Preview), writeSet, nullable(e.RolledBackBy), nullableJSON(e.CancelledBy), nullable(e.Owner),
+			micros(e.StartedAt), micros(e.EndedAt), nullableJSON(e.Draft))
+	}
+	if _, err := tx.exec(ctx, insertStatement(len(batch)), args...); err != nil {
+		if len(batch) == 1 {
+			return fmt.Errorf("store: record execution %s: %w", batch[0].ID, err)
+		}
+		return fmt.Errorf("store: record %d executions, %s first: %w", len(batch), batch[0].ID, err)
+	}
+	return nil
+}
+
+// insertStatements are the INSERT statements of 1 to insertBatch rows,
+// made once: the store prepares each by its text.
+var insertStatements = func() []string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", 26), ", ") + ")"
+	statements := make([]string, insertBatch+1)
+	for n := 1; n <= insertBatch; n++ {
+		statements[n] = "INSERT INTO executions (" + insertColumns + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	}
+	return statements
+}()
+
+func insertStatement(rows int) string { return insertStatements[rows] }
 
 // FinishExecution records how a RUNNING execution ended: its status, output
 // or error, invocation details, and when. An execution that is no longer
@@ -310,6 +350,37 @@ func (tx *Tx) AddUse(ctx context.Context, executionID string, use Use) error {
 		executionID, executionID, use.Kind, use.Ref)
 	if err != nil {
 		return fmt.Errorf("store: record use by %s: %w", executionID, err)
+	}
+	return nil
+}
+
+// AddUses records uses by an execution, in order, after any it recorded
+// before.
+func (tx *Tx) AddUses(ctx context.Context, executionID string, uses []Use) error {
+	if len(uses) <= 1 {
+		for _, use := range uses {
+			if err := tx.AddUse(ctx, executionID, use); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var last int
+	if err := tx.queryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM execution_uses WHERE execution_id = ?", executionID).Scan(&last); err != nil {
+		return fmt.Errorf("store: record uses by %s: %w", executionID, err)
+	}
+	for len(uses) > 0 {
+		n := min(len(uses), insertBatch)
+		args := make([]any, 0, 4*n)
+		for i, use := range uses[:n] {
+			args = append(args, executionID, last+i+1, use.Kind, use.Ref)
+		}
+		query := "INSERT INTO execution_uses (execution_id, seq, kind, ref) VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ")
+		if _, err := tx.exec(ctx, query, args...); err != nil {
+			return fmt.Errorf("store: record uses by %s: %w", executionID, err)
+		}
+		last += n
+		uses = uses[n:]
 	}
 	return nil
 }

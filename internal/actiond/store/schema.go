@@ -8,7 +8,7 @@ import (
 
 // schemaVersion grows with every change to the statements below; Open applies
 // what a database lacks.
-const schemaVersion = 3
+const schemaVersion = 5
 
 // The same tables on both databases. {{serial}} and {{bool}} are the only
 // words that differ.
@@ -152,6 +152,23 @@ const upgradeV3 = `
 ALTER TABLE executions ADD COLUMN draft TEXT
 `
 
+// upgradeV4 adds what a serving process says of itself (its pid, host,
+// listen address and public URL), so that another can name it.
+const upgradeV4 = `
+ALTER TABLE processes ADD COLUMN info TEXT
+`
+
+// upgradeV5 adds each session's weight: every request it admitted counted
+// as one, or as the calls it made when more, over its whole life. A
+// session whose weight is under its rate limit cannot have reached the
+// limit in the last minute, so admission measures the window only when it
+// could have (SessionLoad).
+const upgradeV5 = `
+ALTER TABLE sessions ADD COLUMN weight BIGINT NOT NULL DEFAULT 0;
+UPDATE sessions SET weight = (SELECT COALESCE(SUM(CASE WHEN i.calls > 1 THEN i.calls ELSE 1 END), 0) FROM session_inputs i
+	WHERE i.account = sessions.account AND i.server_id = sessions.server_id AND i.session_id = sessions.id)
+`
+
 func (s *Store) ddl(text string) string {
 	serial, boolean, collate := "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER", ""
 	if s.dialect == Postgres {
@@ -209,6 +226,16 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if version < 3 {
 		if err := run(upgradeV3); err != nil {
+			return err
+		}
+	}
+	if version < 4 {
+		if err := run(upgradeV4); err != nil {
+			return err
+		}
+	}
+	if version < 5 {
+		if err := run(upgradeV5); err != nil {
 			return err
 		}
 	}

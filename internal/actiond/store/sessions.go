@@ -20,6 +20,9 @@ type Session struct {
 	ClosedAt  time.Time       `json:"closedAt,omitzero"`
 	// Requests counts the requests admitted to the session.
 	Requests int64 `json:"-"`
+	// Weight is what the session's requests weighed over its whole life:
+	// each one, or the calls it made when more (see SessionLoad).
+	Weight int64 `json:"-"`
 }
 
 // Closed says whether the session was closed.
@@ -89,8 +92,8 @@ func (tx *Tx) readSession(ctx context.Context, key SessionKey, suffix string) (*
 	s := &Session{Account: key.Account, ServerID: key.ServerID, ID: key.ID}
 	var input string
 	var created, closed, next int64
-	err := tx.queryRow(ctx, "SELECT input, created_at, closed_at, next_seq FROM sessions WHERE account = ? AND server_id = ? AND id = ?"+suffix,
-		key.Account, key.ServerID, key.ID).Scan(&input, &created, &closed, &next)
+	err := tx.queryRow(ctx, "SELECT input, created_at, closed_at, next_seq, weight FROM sessions WHERE account = ? AND server_id = ? AND id = ?"+suffix,
+		key.Account, key.ServerID, key.ID).Scan(&input, &created, &closed, &next, &s.Weight)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: session %q: %w", key.ID, ErrNotFound)
 	}
@@ -146,16 +149,24 @@ func (tx *Tx) CloseSession(ctx context.Context, key SessionKey) error {
 // Load is how much of a session's rate limit the last window used.
 type Load struct {
 	// Used counts each request admitted in the window as one, or as the
-	// number of calls it made once its outcome is recorded, when more.
+	// number of calls it made once its outcome is recorded, when more. It
+	// is exact once it reaches the limit; under it, it may count requests
+	// older than the window too.
 	Used int
 	// FreeAt is when enough of those requests age out of the window for one
 	// more to fit under limit.
 	FreeAt time.Time
 }
 
-// SessionLoad measures the requests admitted to a session since the window
-// opened, against limit (the calls per minute).
-func (tx *Tx) SessionLoad(ctx context.Context, key SessionKey, window time.Duration, limit int) (Load, error) {
+// SessionLoad measures the requests admitted to a locked session since the
+// window opened, against limit (the calls per minute). A session whose
+// requests never weighed as much as the limit over its whole life is under
+// it in any window, and its window is not read.
+func (tx *Tx) SessionLoad(ctx context.Context, s *Session, window time.Duration, limit int) (Load, error) {
+	if s.Weight < int64(limit) {
+		return Load{Used: int(s.Weight)}, nil
+	}
+	key := SessionKey{Account: s.Account, ServerID: s.ServerID, ID: s.ID}
 	since := tx.now.Add(-window)
 	rows, err := tx.query(ctx, `SELECT calls, admitted_at FROM session_inputs
 		WHERE account = ? AND server_id = ? AND session_id = ? AND admitted_at > ? ORDER BY admitted_at, seq`,
@@ -197,7 +208,7 @@ func (tx *Tx) SessionLoad(ctx context.Context, key SessionKey, window time.Durat
 // AppendSessionInput adds a REQUEST input to a locked session's log, CLAIMED.
 func (tx *Tx) AppendSessionInput(ctx context.Context, key SessionKey, executionID string) (*SessionInput, error) {
 	var seq int64
-	err := tx.queryRow(ctx, "UPDATE sessions SET next_seq = next_seq + 1 WHERE account = ? AND server_id = ? AND id = ? RETURNING next_seq - 1",
+	err := tx.queryRow(ctx, "UPDATE sessions SET next_seq = next_seq + 1, weight = weight + 1 WHERE account = ? AND server_id = ? AND id = ? RETURNING next_seq - 1",
 		key.Account, key.ServerID, key.ID).Scan(&seq)
 	if err != nil {
 		return nil, fmt.Errorf("store: append to session %q: %w", key.ID, err)
@@ -224,6 +235,15 @@ func (tx *Tx) ConsumeSessionInput(ctx context.Context, key SessionKey, execution
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("store: consume session input of %s: %w", executionID, ErrNotFound)
+	}
+	if calls > 1 {
+		// The request weighs its calls now, one of which its admission
+		// counted.
+		_, err := tx.exec(ctx, "UPDATE sessions SET weight = weight + ? WHERE account = ? AND server_id = ? AND id = ?",
+			calls-1, key.Account, key.ServerID, key.ID)
+		if err != nil {
+			return fmt.Errorf("store: weigh session %q: %w", key.ID, err)
+		}
 	}
 	return nil
 }

@@ -76,9 +76,80 @@ type RefreshToken struct {
 	ExpiresAt time.Time
 }
 
-// RegisterOAuthClient stores a new client.
-func (s *Store) RegisterOAuthClient(ctx context.Context, c OAuthClient) error {
+// ClientLimits bound the registered clients, so that whoever may reach the
+// registration endpoint cannot fill the table: at most PerHour
+// registrations in any hour and Total clients in all, after the clients
+// never used (no sign-in ever completed) for Unused are pruned. A zero
+// field takes its default.
+type ClientLimits struct {
+	PerHour int
+	Total   int
+	Unused  time.Duration
+}
+
+// Defaults of ClientLimits.
+const (
+	DefaultClientsPerHour = 60
+	DefaultClientsTotal   = 1000
+	DefaultClientUnused   = 7 * 24 * time.Hour
+)
+
+func (l ClientLimits) withDefaults() ClientLimits {
+	if l.PerHour <= 0 {
+		l.PerHour = DefaultClientsPerHour
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultClientsTotal
+	}
+	if l.Unused <= 0 {
+		l.Unused = DefaultClientUnused
+	}
+	return l
+}
+
+// CodeClientLimit is a registration past ClientLimits.
+const CodeClientLimit = "store_client_limit"
+
+// ClientLimitError is a registration refused by ClientLimits; RetryAfter is
+// when one may succeed again, zero when only pruning (or an
+// administrator) can make room.
+type ClientLimitError struct {
+	coded.Base
+	RetryAfter time.Duration
+}
+
+// RegisterOAuthClient stores a new client within limits: it first prunes
+// the clients never used for limits.Unused, then refuses with a
+// *ClientLimitError past the hour's or the total cap.
+func (s *Store) RegisterOAuthClient(ctx context.Context, c OAuthClient, limits ClientLimits) error {
+	limits = limits.withDefaults()
 	return s.Write(ctx, func(tx *Tx) error {
+		if err := tx.pruneUnusedClients(ctx, limits.Unused); err != nil {
+			return err
+		}
+		var total, lastHour int
+		var oldest sql.NullInt64
+		hourAgo := micros(tx.now.Add(-time.Hour))
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM oauth_clients").Scan(&total); err != nil {
+			return fmt.Errorf("store: count OAuth clients: %w", err)
+		}
+		if err := tx.queryRow(ctx, "SELECT COUNT(*), MIN(created_at) FROM oauth_clients WHERE created_at > ?", hourAgo).Scan(&lastHour, &oldest); err != nil {
+			return fmt.Errorf("store: count OAuth clients: %w", err)
+		}
+		if total >= limits.Total {
+			return &ClientLimitError{Base: coded.Base{Code: CodeClientLimit,
+				Message: fmt.Sprintf("%d clients are registered, the most this server keeps; a client that never signs in is forgotten after %s", total, limits.Unused),
+				Hint:    "Sign in with a client you registered before, or wait until unused registrations are pruned."}}
+		}
+		if lastHour >= limits.PerHour {
+			retry := time.Hour
+			if oldest.Valid {
+				retry = fromMicros(oldest.Int64).Add(time.Hour).Sub(tx.now)
+			}
+			return &ClientLimitError{Base: coded.Base{Code: CodeClientLimit,
+				Message: fmt.Sprintf("%d clients registered in the last hour, the most this server accepts in an hour", lastHour),
+				Hint:    "Register again later; a host registers once and keeps its client_id."}, RetryAfter: max(retry, time.Second)}
+		}
 		_, err := tx.exec(ctx, "INSERT INTO oauth_clients (id, secret_hash, metadata, created_at) VALUES (?, ?, ?, ?)",
 			c.ID, c.SecretHash, string(c.Metadata), micros(tx.now))
 		if err != nil {
@@ -86,6 +157,17 @@ func (s *Store) RegisterOAuthClient(ctx context.Context, c OAuthClient) error {
 		}
 		return nil
 	})
+}
+
+// pruneUnusedClients deletes the clients registered longer than unused ago
+// with which nobody ever signed in.
+func (tx *Tx) pruneUnusedClients(ctx context.Context, unused time.Duration) error {
+	_, err := tx.exec(ctx, `DELETE FROM oauth_clients WHERE created_at < ?
+		AND NOT EXISTS (SELECT 1 FROM oauth_grants WHERE oauth_grants.client_id = oauth_clients.id)`, micros(tx.now.Add(-unused)))
+	if err != nil {
+		return fmt.Errorf("store: prune unused OAuth clients: %w", err)
+	}
+	return nil
 }
 
 // OAuthClient reads a registered client.

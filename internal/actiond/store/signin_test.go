@@ -28,7 +28,7 @@ func TestAuthorizationCodeIsSingleUse(t *testing.T) {
 		ctx := context.Background()
 		fake := clock.NewFake(start)
 		s := storetest.Open(t, d, fake)
-		must(t, s.RegisterOAuthClient(ctx, store.OAuthClient{ID: "client-1", Metadata: json.RawMessage(`{"client_name":"host"}`)}))
+		must(t, s.RegisterOAuthClient(ctx, store.OAuthClient{ID: "client-1", Metadata: json.RawMessage(`{"client_name":"host"}`)}, store.ClientLimits{}))
 		client, err := s.OAuthClient(ctx, "client-1")
 		if err != nil || string(client.Metadata) != `{"client_name":"host"}` || client.SecretHash != "" {
 			t.Fatalf("client %+v, %v", client, err)

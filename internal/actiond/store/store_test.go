@@ -227,6 +227,36 @@ func TestSessionLoadCountsCallsAndAgesOut(t *testing.T) {
 	})
 }
 
+// A database of schema 4 has sessions without a weight: opening it weighs
+// each session by its inputs, so that the limit still holds for sessions
+// made before the upgrade.
+func TestUpgradeWeighsExistingSessions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		ctx := context.Background()
+		opts := storetest.Options(t, d)
+		s, err := store.Open(ctx, opts)
+		must(t, err)
+		key := store.SessionKey{Account: account, ServerID: "srv", ID: "s"}
+		for i := range 3 {
+			must(t, s.Write(ctx, func(tx *store.Tx) error {
+				if _, _, err := tx.LockSession(ctx, key, json.RawMessage(`{}`)); err != nil {
+					return err
+				}
+				_, err := tx.AppendSessionInput(ctx, key, fmt.Sprintf("r%d", i))
+				return err
+			}))
+		}
+		must(t, s.Write(ctx, func(tx *store.Tx) error { return tx.ConsumeSessionInput(ctx, key, "r1", 3) }))
+		must(t, s.Write(ctx, func(tx *store.Tx) error { return tx.ForgetWeights(ctx) }))
+		s.Close()
+		reopened := mustOpen(t, opts)
+		// r0 and r2 weigh one each, r1 its 3 calls: 5, the limit.
+		if load := sessionLoad(t, reopened, key, 5); load.Used != 5 {
+			t.Fatalf("used = %d after the upgrade, want 5", load.Used)
+		}
+	})
+}
+
 // Same-moment admissions to one session are serialized, so a limit holds
 // under concurrency on both databases (the store half of ACT-515).
 func TestConcurrentAdmissionsHoldTheLimit(t *testing.T) {
@@ -249,10 +279,11 @@ func TestConcurrentAdmissionsHoldTheLimit(t *testing.T) {
 				s := stores[i%len(stores)]
 				ok := false
 				err := s.Write(ctx, func(tx *store.Tx) error {
-					if _, _, err := tx.LockSession(ctx, key, json.RawMessage(`{}`)); err != nil {
+					session, _, err := tx.LockSession(ctx, key, json.RawMessage(`{}`))
+					if err != nil {
 						return err
 					}
-					load, err := tx.SessionLoad(ctx, key, time.Minute, limit)
+					load, err := tx.SessionLoad(ctx, session, time.Minute, limit)
 					if err != nil || load.Used >= limit {
 						return err
 					}
@@ -350,8 +381,11 @@ func sessionLoad(t *testing.T, s *store.Store, key store.SessionKey, limit int) 
 	t.Helper()
 	var load store.Load
 	must(t, s.Read(context.Background(), func(tx *store.Tx) error {
-		var err error
-		load, err = tx.SessionLoad(context.Background(), key, time.Minute, limit)
+		session, err := tx.Session(context.Background(), key)
+		if err != nil {
+			return err
+		}
+		load, err = tx.SessionLoad(context.Background(), session, time.Minute, limit)
 		return err
 	}))
 	return load
@@ -392,6 +426,46 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Requests read the generation while registry writes move it: once the
+// writes committed, every read sees where they left it, also on SQLite,
+// where the store keeps what it read.
+func TestGenerationReadWhileItMoves(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d store.Dialect) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, clock.NewFake(start))
+		const writes = 30
+		done := make(chan struct{})
+		var readers sync.WaitGroup
+		for range 4 {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if _, err := s.Generation(ctx, account); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		for i := range writes {
+			w := s.NewWork(account)
+			must(t, w.Put(ctx, "Action", fmt.Sprintf("a%d", i), json.RawMessage(`{}`)))
+			must(t, s.Write(ctx, func(tx *store.Tx) error { return tx.Apply(ctx, w) }))
+		}
+		close(done)
+		readers.Wait()
+		if n, err := s.Generation(ctx, account); err != nil || n != writes {
+			t.Fatalf("generation %d (%v) after %d registry writes", n, err, writes)
+		}
+	})
 }
 
 func TestGenerationMovesWithRegistryWrites(t *testing.T) {

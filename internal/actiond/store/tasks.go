@@ -181,11 +181,16 @@ func (tx *Tx) ClaimTasks(ctx context.Context, owner string, n int) ([]*Task, err
 	if err != nil {
 		return nil, err
 	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	args := []any{Running, owner}
 	for _, t := range claimed {
-		_, err := tx.exec(ctx, "UPDATE executions SET status = ?, owner = ? WHERE id = ?", Running, owner, t.ExecutionID)
-		if err != nil {
-			return nil, fmt.Errorf("store: claim task %s: %w", t.ExecutionID, err)
-		}
+		args = append(args, t.ExecutionID)
+	}
+	_, err = tx.exec(ctx, "UPDATE executions SET status = ?, owner = ? WHERE id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(claimed)), ", ")+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim %d tasks: %w", len(claimed), err)
 	}
 	return claimed, nil
 }
@@ -216,37 +221,61 @@ func (tx *Tx) HoldLease(ctx context.Context, l Lease) (*Task, error) {
 	return t, nil
 }
 
-// EndTask ends the lease's attempt: e is the task's execution as it ends.
-// A final status (SUCCEEDED, FAILED, EXHAUSTED, CANCELLED) finishes the
-// task; RETRY_SCHEDULED puts it back to be claimed from runAfter on. The
-// lease must still hold (ErrLeaseLost otherwise).
+// EndTask ends the lease's attempt: e says how its execution ends — its
+// status, and its output, error, write set and cancelledBy; the rest of
+// the execution's record stays as it is. A final status (SUCCEEDED,
+// FAILED, EXHAUSTED, CANCELLED) finishes the task; RETRY_SCHEDULED puts it
+// back to be claimed from runAfter on. The lease must still hold
+// (ErrLeaseLost otherwise): the update of the task checks it.
 func (tx *Tx) EndTask(ctx context.Context, l Lease, e *Execution, runAfter time.Time) error {
-	if _, err := tx.HoldLease(ctx, l); err != nil {
-		return err
-	}
-	if e.Status == RetryScheduled {
-		if _, err := tx.exec(ctx, "UPDATE tasks SET status = ?, owner = NULL, cancel = NULL, run_after = ?, updated_at = ? WHERE execution_id = ?",
-			RetryScheduled, micros(runAfter), micros(tx.now), l.ExecutionID); err != nil {
-			return fmt.Errorf("store: reschedule task %s: %w", l.ExecutionID, err)
-		}
-		res, err := tx.exec(ctx, "UPDATE executions SET status = ?, error = ?, owner = NULL WHERE id = ? AND status = ?",
-			RetryScheduled, nullableJSON(e.Error), l.ExecutionID, Running)
-		if err != nil {
-			return fmt.Errorf("store: reschedule task %s: %w", l.ExecutionID, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("store: reschedule task %s: %w", l.ExecutionID, ErrSettled)
-		}
-		return nil
-	}
-	if !finalStatus(e.Status) {
+	retry := e.Status == RetryScheduled
+	if !retry && !finalStatus(e.Status) {
 		return fmt.Errorf("store: a task cannot end %s", e.Status)
 	}
-	if _, err := tx.exec(ctx, "UPDATE tasks SET status = ?, owner = NULL, finished = ?, updated_at = ? WHERE execution_id = ?",
-		e.Status, tx.boolean(true), micros(tx.now), l.ExecutionID); err != nil {
-		return fmt.Errorf("store: finish task %s: %w", l.ExecutionID, err)
+	var res sql.Result
+	var err error
+	if retry {
+		res, err = tx.exec(ctx, `UPDATE tasks SET status = ?, owner = NULL, cancel = NULL, run_after = ?, updated_at = ?
+			WHERE execution_id = ? AND status = ? AND owner = ? AND attempt = ?`,
+			RetryScheduled, micros(runAfter), micros(tx.now), l.ExecutionID, Running, l.Owner, l.Attempt)
+	} else {
+		res, err = tx.exec(ctx, `UPDATE tasks SET status = ?, owner = NULL, finished = ?, updated_at = ?
+			WHERE execution_id = ? AND status = ? AND owner = ? AND attempt = ?`,
+			e.Status, tx.boolean(true), micros(tx.now), l.ExecutionID, Running, l.Owner, l.Attempt)
 	}
-	return tx.FinishExecution(ctx, e)
+	if err != nil {
+		return fmt.Errorf("store: end task %s: %w", l.ExecutionID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		_, err := tx.HoldLease(ctx, l) // says why: gone, or another attempt's
+		if err == nil {
+			err = ErrLeaseLost
+		}
+		return fmt.Errorf("store: end task %s: %w", l.ExecutionID, err)
+	}
+	if retry {
+		res, err = tx.exec(ctx, "UPDATE executions SET status = ?, error = ?, owner = NULL WHERE id = ? AND status = ?",
+			RetryScheduled, nullableJSON(e.Error), l.ExecutionID, Running)
+	} else {
+		ended := e.EndedAt
+		if ended.IsZero() {
+			ended = tx.now
+		}
+		writeSet, werr := encodeWriteSet(e.WriteSet)
+		if werr != nil {
+			return werr
+		}
+		res, err = tx.exec(ctx, `UPDATE executions SET status = ?, output = ?, error = ?, write_set = ?, cancelled_by = ?, owner = NULL, ended_at = ?
+			WHERE id = ? AND status = ?`,
+			e.Status, nullableJSON(e.Output), nullableJSON(e.Error), writeSet, nullableJSON(e.CancelledBy), micros(ended), l.ExecutionID, Running)
+	}
+	if err != nil {
+		return fmt.Errorf("store: end task %s: %w", l.ExecutionID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("store: end task %s: %w", l.ExecutionID, ErrSettled)
+	}
+	return nil
 }
 
 func finalStatus(status string) bool {
@@ -288,28 +317,24 @@ func (tx *Tx) CancelTask(ctx context.Context, account, id string, by json.RawMes
 	return Cancelled, nil
 }
 
+// lockedTask reads a task's scheduling for an update: on Postgres the row
+// stays locked until the transaction ends (SQLite has no row locks).
 func (tx *Tx) lockedTask(ctx context.Context, account, id string) (*Task, error) {
 	lock := ""
 	if tx.dialect == Postgres {
 		lock = " FOR UPDATE"
 	}
-	rows, err := tx.query(ctx, "SELECT "+taskColumns+" FROM tasks WHERE account = ? AND execution_id = ?"+lock, account, id)
-	if err != nil {
-		return nil, fmt.Errorf("store: read task %s: %w", id, err)
-	}
-	found, err := scanTasks(rows)
-	if err != nil {
-		return nil, err
-	}
-	if len(found) == 0 {
-		return nil, fmt.Errorf("store: task %s: %w", id, ErrNotFound)
-	}
-	return found[0], nil
+	return tx.readTask(ctx, account, id, lock)
 }
 
 // TaskByID reads a task's scheduling.
 func (tx *Tx) TaskByID(ctx context.Context, account, id string) (*Task, error) {
-	rows, err := tx.query(ctx, "SELECT "+taskColumns+" FROM tasks WHERE account = ? AND execution_id = ?", account, id)
+	return tx.readTask(ctx, account, id, "")
+}
+
+// readTask reads one task, the query ending in suffix (a row lock).
+func (tx *Tx) readTask(ctx context.Context, account, id, suffix string) (*Task, error) {
+	rows, err := tx.query(ctx, "SELECT "+taskColumns+" FROM tasks WHERE account = ? AND execution_id = ?"+suffix, account, id)
 	if err != nil {
 		return nil, fmt.Errorf("store: read task %s: %w", id, err)
 	}

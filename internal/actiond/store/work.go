@@ -297,12 +297,32 @@ func (tx *Tx) bumpGeneration(ctx context.Context, account string) error {
 	if err != nil {
 		return fmt.Errorf("store: move generation: %w", err)
 	}
+	tx.movedGeneration = true
 	return nil
 }
 
 // Generation is a number that changes whenever a registry row of the account
 // is written: equal generations mean equal actions and principals.
+//
+// Every request reads it. On SQLite this process is the database's only
+// writer, so what it read stays true until one of its own transactions
+// moves a generation: it is kept until then (see generations).
 func (s *Store) Generation(ctx context.Context, account string) (int64, error) {
+	if s.dialect != SQLite {
+		return s.readGeneration(ctx, account)
+	}
+	n, ok, epoch := s.generations.known(account)
+	if ok {
+		return n, nil
+	}
+	n, err := s.readGeneration(ctx, account)
+	if err == nil {
+		s.generations.learn(account, n, epoch)
+	}
+	return n, err
+}
+
+func (s *Store) readGeneration(ctx context.Context, account string) (int64, error) {
 	var n int64
 	err := s.generationStatement.QueryRowContext(ctx, account).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -312,4 +332,41 @@ func (s *Store) Generation(ctx context.Context, account string) (int64, error) {
 		return 0, fmt.Errorf("store: read generation: %w", err)
 	}
 	return n, nil
+}
+
+// generations are the generations this process read, kept while none of
+// its transactions moved one. A transaction that moved one forgets them all
+// once it ended; a read that began before it ended is not kept, so that a
+// generation it read before the commit cannot outlive the commit.
+type generations struct {
+	mu    sync.Mutex
+	epoch uint64
+	read  map[string]int64
+}
+
+func (g *generations) known(account string) (n int64, ok bool, epoch uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, ok = g.read[account]
+	return n, ok, g.epoch
+}
+
+// learn keeps a generation read since epoch, unless one moved meanwhile.
+func (g *generations) learn(account string, n int64, epoch uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.epoch != epoch {
+		return
+	}
+	if g.read == nil {
+		g.read = map[string]int64{}
+	}
+	g.read[account] = n
+}
+
+func (g *generations) forget() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.epoch++
+	clear(g.read)
 }

@@ -170,14 +170,10 @@ func (s *Service) recoverTask(ctx context.Context, tx *store.Tx, t *store.Task) 
 	if _, err := tx.HoldLease(ctx, t.Lease()); err != nil {
 		return err
 	}
-	e, err := tx.Execution(ctx, t.Account, t.ExecutionID)
-	if err != nil {
-		return err
-	}
 	if err := tx.MarkRolledBack(ctx, t.ExecutionID, t.ExecutionID); err != nil {
 		return err
 	}
-	e.Output, e.EndedAt = nil, time.Time{}
+	e := &store.Execution{ID: t.ExecutionID}
 	runAfter := time.Time{}
 	switch {
 	case len(t.Cancel) > 0:

@@ -256,16 +256,13 @@ func (s *Service) execute(ctx context.Context, t *store.Task) {
 			if _, err := tx.HoldLease(ctx, lease); err != nil {
 				return err
 			}
-			for _, e := range executions {
-				if err := tx.InsertExecution(ctx, e); err != nil {
-					return err
-				}
-			}
-			return nil
+			return tx.InsertExecutions(ctx, executions)
 		})
 	}
 	res := s.opts.Runner.Run(ctx, agent.Attempt{TaskID: t.ExecutionID, Spec: spec, Record: record})
-	s.end(t, s.verdict(t, spec, res, context.Cause(ctx)))
+	how := s.verdict(t, spec, res, context.Cause(ctx))
+	how.recorded = res.Recorded
+	s.end(t, how)
 }
 
 // ending is how an attempt ends.
@@ -278,6 +275,9 @@ type ending struct {
 	release  bool
 	lost     bool
 	runAfter time.Time
+	// recorded are executions of the attempt to record with its end: the
+	// exchange that gave the final answer.
+	recorded []*store.Execution
 }
 
 func (s *Service) verdict(t *store.Task, spec agent.Spec, res agent.Result, cause error) ending {
@@ -324,8 +324,10 @@ func (s *Service) end(t *store.Task, how ending) {
 		if how.status == store.Succeeded && (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContention)) {
 			// Its writes conflicted with someone else's: they were not
 			// applied, and another attempt may succeed.
+			recorded := how.recorded
 			how = s.failed(t, engine.NewFailure("mcp_transaction_error", "The agent's writes conflicted with another request's, so none was applied.",
 				"The task retries when its execution settings allow; otherwise start it again.").WithDetail(err.Error()), true)
+			how.recorded = recorded
 			continue
 		}
 		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrSettled) || errors.Is(err, store.ErrNotFound) {
@@ -349,8 +351,7 @@ func (s *Service) endIn(tx *store.Tx, lease store.Lease, how ending) error {
 	if err != nil {
 		return err
 	}
-	e, err := tx.Execution(ctx, t.Account, t.ExecutionID)
-	if err != nil {
+	if err := tx.InsertExecutions(ctx, how.recorded); err != nil {
 		return err
 	}
 	if len(t.Cancel) > 0 && how.status != store.Succeeded {
@@ -359,7 +360,7 @@ func (s *Service) endIn(tx *store.Tx, lease store.Lease, how ending) error {
 	if how.release {
 		return tx.ReleaseTask(ctx, lease)
 	}
-	e.Status, e.EndedAt, e.Output, e.Error = how.status, time.Time{}, nil, nil
+	e := &store.Execution{ID: t.ExecutionID, Status: how.status}
 	switch how.status {
 	case store.Succeeded:
 		if how.work != nil {

@@ -5,7 +5,16 @@
 // An attribute whose value is null, undefined or false is left out; on*
 // attributes are listeners.
 export function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
+  return build(document.createElement(tag), attrs, children);
+}
+
+// svg makes an SVG element as h makes an HTML one: drawings are built from
+// data the same way, attributes and text only.
+export function svg(tag, attrs, ...children) {
+  return build(document.createElementNS('http://www.w3.org/2000/svg', tag), attrs, children);
+}
+
+function build(el, attrs, children) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith('on') && typeof value === 'function') {

@@ -94,6 +94,7 @@ type ComplexityRoot struct {
 		Input                   func(childComplexity int) int
 		Invocation              func(childComplexity int) int
 		McpRequest              func(childComplexity int) int
+		Outcome                 func(childComplexity int) int
 		Output                  func(childComplexity int) int
 		ParentID                func(childComplexity int) int
 		Preview                 func(childComplexity int) int
@@ -645,6 +646,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActionExecution.McpRequest(childComplexity), true
+	case "ActionExecution.outcome":
+		if e.ComplexityRoot.ActionExecution.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActionExecution.Outcome(childComplexity), true
 	case "ActionExecution.output":
 		if e.ComplexityRoot.ActionExecution.Output == nil {
 			break
@@ -1721,8 +1728,12 @@ type ActionsQuery {
 }
 
 type ActionsMutation {
-  "Creates an action at version 1."
-  createAction(id: ID!, input: ActionInput!): Action!
+  """
+  Creates an action at version 1. id is the action's ID, a UUID in lowercase
+  hyphenated form that the caller makes up; without one, actiond makes one,
+  and the action's id field returns it.
+  """
+  createAction(id: ID, input: ActionInput!): Action!
   "Writes a new version. Every field supplied replaces the stored one whole; fields left out are kept."
   updateAction(id: ID!, input: ActionUpdateInput!): Action!
   "Deletes an action: it is left out of every listing and reference from now on."
@@ -2032,6 +2043,12 @@ type ActionExecution {
   "request, refusal, call or task."
   role: String!
   status: ExecutionStatus!
+  """
+  How the execution ended for its client, as every reader view shows it:
+  its status, or TOOL_ERROR for a request answered with a tool result with
+  isError, whose status stays SUCCEEDED (Twisp answered with a result).
+  """
+  outcome: String!
   "The principal the execution ran as."
   caller: String!
   subject: String!
@@ -2353,6 +2370,8 @@ func (ec *executionContext) childFields_ActionExecution(ctx context.Context, fie
 		return ec.fieldContext_ActionExecution_role(ctx, field)
 	case "status":
 		return ec.fieldContext_ActionExecution_status(ctx, field)
+	case "outcome":
+		return ec.fieldContext_ActionExecution_outcome(ctx, field)
 	case "caller":
 		return ec.fieldContext_ActionExecution_caller(ctx, field)
 	case "subject":
@@ -2986,7 +3005,7 @@ func (ec *executionContext) field_ActionsMutation_createAction_args(ctx context.
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
 		func(ctx context.Context, v any) (string, error) {
-			return ec.unmarshalNID2string(ctx, v)
+			return ec.unmarshalOID2string(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -4416,6 +4435,29 @@ func (ec *executionContext) _ActionExecution_status(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_ActionExecution_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "ExecutionStatus")
+}
+
+func (ec *executionContext) _ActionExecution_outcome(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActionExecution_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActionExecution_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActionExecution", field, true, false, "String")
 }
 
 func (ec *executionContext) _ActionExecution_caller(ctx context.Context, field graphql.CollectedField, obj model.Execution) (ret graphql.Marshaler) {
@@ -10797,6 +10839,11 @@ func (ec *executionContext) _ActionExecution(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "outcome":
+			out.Values[i] = ec._ActionExecution_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "caller":
 			out.Values[i] = ec._ActionExecution_caller(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -13452,13 +13499,13 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 }
 
 func (ec *executionContext) unmarshalNTimestamp2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
-	res, err := graphql.UnmarshalTime(v)
+	res, err := model.UnmarshalTimestamp(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNTimestamp2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalTime(v)
+	res := model.MarshalTimestamp(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Timestamp!")
 	}
@@ -13767,6 +13814,18 @@ func (ec *executionContext) unmarshalOExecutionWhere2ᚖgithubᚗcomᚋincusspaw
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOID2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalID(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -14055,7 +14114,7 @@ func (ec *executionContext) unmarshalOTimestamp2ᚖtimeᚐTime(ctx context.Conte
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalTime(v)
+	res, err := model.UnmarshalTimestamp(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -14065,7 +14124,7 @@ func (ec *executionContext) marshalOTimestamp2ᚖtimeᚐTime(ctx context.Context
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalTime(*v)
+	res := model.MarshalTimestamp(*v)
 	return res
 }
 

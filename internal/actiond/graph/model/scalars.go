@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 
@@ -76,4 +77,18 @@ func UnmarshalPolicyAction(v any) (string, error) {
 		return "", inputError(nil, "policy action %q is empty or has surrounding spaces", s)
 	}
 	return s, nil
+}
+
+// MarshalTimestamp writes a time as RFC 3339 with nanoseconds.
+func MarshalTimestamp(t time.Time) graphql.Marshaler { return graphql.MarshalTime(t) }
+
+// UnmarshalTimestamp reads an RFC 3339 time. gqlparser leaves a custom
+// scalar's variables unchecked, so a bad one arrives here and is refused
+// as the caller's mistake, not the server's.
+func UnmarshalTimestamp(v any) (time.Time, error) {
+	t, err := graphql.UnmarshalTime(v)
+	if err != nil {
+		return time.Time{}, inputError(err, "a Timestamp is an RFC 3339 time such as \"2026-03-02T09:00:00Z\", not %v", v)
+	}
+	return t, nil
 }

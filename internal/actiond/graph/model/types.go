@@ -73,6 +73,7 @@ type Execution interface {
 	EventType() string
 	Role() string
 	Status() ExecutionStatus
+	Outcome() string
 	Caller() string
 	Subject() string
 	Client() string

@@ -3,8 +3,10 @@
 import {h, badge} from '../dom.js';
 
 // outcome is how the request ended for its client: its status, or
-// TOOL_ERROR for a result with isError.
+// TOOL_ERROR for a result with isError. The API says so in outcome, as
+// actiond's CLI does; a view that did not ask for it reads the invocation.
 export function outcome(e) {
+  if (e.outcome) return e.outcome;
   if (e.status === 'SUCCEEDED' && e.invocation && e.invocation.output && e.invocation.output.isError) return 'TOOL_ERROR';
   return e.status;
 }
@@ -63,5 +65,5 @@ export function refusalCells(e) {
 }
 
 // The fields of a request in a list.
-export const requestFields = `id status preview caller subject client startedAt endedAt invocation sessionId role
+export const requestFields = `id status outcome preview caller subject client startedAt endedAt invocation sessionId role
   mcpRequest { method params intent }`;

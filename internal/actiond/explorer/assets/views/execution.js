@@ -8,10 +8,11 @@ import {h, append, badge, duration, note, pre, section, table, time} from '../do
 import {gql} from '../api.js';
 import {link} from '../app.js';
 import {outcome, previewMark, refusalOf, statusBadge, toolOf} from './common.js';
+import {waterfall} from './waterfall.js';
 
 export const DEPTH = 4;
 
-const callFields = `id actionId actionName actionVersion role eventType status caller input output error invocation preview
+const callFields = `id actionId actionName actionVersion role eventType status outcome caller input output error invocation preview
   rolledBackByExecutionId parentId startedAt endedAt startedBy { executionId notStarted }
   writeSet { table key value deleted } writeSetUnreadable uses { kind executionId }`;
 
@@ -61,6 +62,7 @@ export async function executionView(ctx, el, id) {
     r && r.intent ? h('blockquote', {class: 'intent-quote', id: 'intent'}, h('span', {class: 'label'}, 'Stated intent: '), r.intent) : null,
     e.role === 'refusal' ? refusal(e) : null,
     e.mcpRequest ? h('p', {}, h('a', {href: link(['replay', e.actionId]), id: 'compare-link'}, 'Compare with other requests of this server')) : null,
+    e.calls && e.calls.length ? section('Waterfall', h('div', {class: 'scroll'}, waterfall(e))) : null,
     section(r ? 'The request as recorded' : 'Input', pre(e.input)),
     section(r ? 'The result the client received' : outcomeTitle(e), e.output !== null ? pre(e.output, 'json result') : note('No result: ' + e.status)),
     e.error ? section('Error', pre(e.error, 'json error')) : null,

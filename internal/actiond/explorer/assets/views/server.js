@@ -1,9 +1,11 @@
-// One server: its definition at a glance, the tools it offers, its sessions
-// (closed or open, closable from here), its recent refusals and requests.
+// One server: its definition at a glance, its last hour drawn, the tools it
+// offers, its sessions (closed or open, closable from here), its recent
+// refusals and requests.
 import {h, append, badge, section, table, note, time, duration} from '../dom.js';
 import {gql} from '../api.js';
 import {link, rerender} from '../app.js';
 import {annotationBadges, hostOf, previewMark, refusalCells, requestFields, statusBadge, toolOf} from './common.js';
+import {lastHour} from './chart.js';
 
 const query = `query ExplorerServer($id: ID!) {
   action(id: $id) { id name version enabled description
@@ -20,7 +22,7 @@ const closeMutation = `mutation ExplorerCloseSession($actionId: ID!, $sessionId:
   actions { closeSession(actionId: $actionId, sessionId: $sessionId) { id closed closedAt } } }`;
 
 export async function serverView(ctx, el, id) {
-  const data = await gql(query, {id}, {signal: ctx.signal});
+  const [data, hour] = await Promise.all([gql(query, {id}, {signal: ctx.signal}), lastHour(ctx, id)]);
   const s = data.action;
   if (!s) throw new Error('No server ' + id + ' that you may read.');
   ctx.crumbs([s.name, null]);
@@ -33,6 +35,7 @@ export async function serverView(ctx, el, id) {
       h('dt', {}, 'Calls per minute'), h('dd', {}, s.mcp.limits?.callsPerMinute ?? 'no limit'),
       h('dt', {}, 'Enabled'), h('dd', {}, s.enabled ? 'yes' : 'no')),
     h('p', {}, h('a', {href: link(['replay', s.id]), id: 'replay-link'}, 'Replay recent requests against a draft or a later version')),
+    section('The last hour', hour),
     section('Tools offered', offeredTable(s.offeredTools)),
     section('Sessions', sessionsTable(s, data.actions.sessions)),
     section('Recent requests', requestsTable(s.recent.edges.map((e) => e.node))),
