@@ -86,7 +86,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		Args:          subcommandArgs,
 		RunE:          a.runDefault, // the TUI on a terminal, else this help
 	}
 	cobra.EnableCommandSorting = false

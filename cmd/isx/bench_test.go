@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,32 +18,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
-
-// durations collects each timed iteration, for the median.
-type durations []time.Duration
-
-func (d durations) median() time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(d)
-	slices.Sort(sorted)
-	return sorted[len(sorted)/2]
-}
-
-func (d durations) report(b *testing.B) {
-	b.ReportMetric(float64(d.median().Microseconds())/1000, "median-ms")
-}
-
-// timed runs fn with the benchmark timer on and records how long it took.
-func (d *durations) timed(b *testing.B, fn func()) {
-	b.StartTimer()
-	began := time.Now()
-	fn()
-	*d = append(*d, time.Since(began))
-	b.StopTimer()
-}
 
 func benchContext(b *testing.B) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -72,25 +47,25 @@ func BenchmarkBranch(b *testing.B) {
 	}
 	medians := map[string]time.Duration{}
 	b.Run("isx", func(b *testing.B) {
-		var d durations
+		var d testkit.Durations
 		b.StopTimer()
 		for i := 0; i < b.N; i++ {
 			name := fmt.Sprintf("isx-%d", i)
-			d.timed(b, func() { x.ok("branch", name, "--from", buildtest.Debian) })
+			d.Timed(b, func() { x.ok("branch", name, "--from", buildtest.Debian) })
 			remove(name)
 		}
-		d.report(b)
-		medians["isx"] = d.median()
+		d.Report(b)
+		medians["isx"] = d.Median()
 	})
 	// incusSteps times the incus commands steps gives for each
 	// iteration's instance, and keeps their median under key.
 	incusSteps := func(key, prefix string, steps func(name string) [][]string) func(*testing.B) {
 		return func(b *testing.B) {
-			var d durations
+			var d testkit.Durations
 			b.StopTimer()
 			for i := 0; i < b.N; i++ {
 				name := fmt.Sprintf("%s-%d", prefix, i)
-				d.timed(b, func() {
+				d.Timed(b, func() {
 					for _, args := range steps(name) {
 						if out, err := exec.CommandContext(ctx, incusCLI, args...).CombinedOutput(); err != nil {
 							b.Fatalf("incus %v: %v\n%s", args, err, out)
@@ -99,8 +74,8 @@ func BenchmarkBranch(b *testing.B) {
 				})
 				remove(name)
 			}
-			d.report(b)
-			medians[key] = d.median()
+			d.Report(b)
+			medians[key] = d.Median()
 		}
 	}
 	b.Run("incus-copy-start", incusSteps("incus", "incus", func(name string) [][]string {
@@ -147,12 +122,12 @@ func BenchmarkList(b *testing.B) {
 		{"50-instances-json", []string{"list", "--json"}},
 	} {
 		b.Run(run.name, func(b *testing.B) {
-			var d durations
+			var d testkit.Durations
 			b.StopTimer()
 			for i := 0; i < b.N; i++ {
-				d.timed(b, func() { x.ok(run.args...) })
+				d.Timed(b, func() { x.ok(run.args...) })
 			}
-			d.report(b)
+			d.Report(b)
 		})
 	}
 }
@@ -162,17 +137,17 @@ func BenchmarkListing(b *testing.B) {
 	set := buildtest.Templates(b)
 	ctx := benchContext(b)
 	b.Run("50-instances", func(b *testing.B) {
-		var d durations
+		var d testkit.Durations
 		b.StopTimer()
 		for i := 0; i < b.N; i++ {
-			d.timed(b, func() {
+			d.Timed(b, func() {
 				l, err := collectListing(ctx, c, set)
 				if err != nil || len(l.instances) != 50 {
 					b.Fatalf("listing: %v", err)
 				}
 			})
 		}
-		d.report(b)
+		d.Report(b)
 	})
 }
 
@@ -219,7 +194,7 @@ func BenchmarkCoordinatorToolCall(b *testing.B) {
 			}
 			medians = append(medians, time.Duration(median))
 		}
-		b.ReportMetric(float64(durations(medians).median().Microseconds())/1000, "call-median-ms")
+		b.ReportMetric(float64(testkit.Durations(medians).Median().Microseconds())/1000, "call-median-ms")
 	})
 	b.Run("host-stdio-baseline", func(b *testing.B) {
 		ctx := benchContext(b)
@@ -229,7 +204,7 @@ func BenchmarkCoordinatorToolCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer session.Close()
-		var took durations
+		var took testkit.Durations
 		for b.Loop() {
 			for range calls {
 				began := time.Now()
@@ -240,6 +215,6 @@ func BenchmarkCoordinatorToolCall(b *testing.B) {
 				took = append(took, time.Since(began))
 			}
 		}
-		b.ReportMetric(float64(took.median().Microseconds())/1000, "call-median-ms")
+		b.ReportMetric(float64(took.Median().Microseconds())/1000, "call-median-ms")
 	})
 }

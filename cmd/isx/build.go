@@ -10,8 +10,8 @@ import (
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
-	"github.com/incusspawn/isx/internal/isx/spelling"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/spelling"
 )
 
 func newBuildCommand(a *app) *cobra.Command {

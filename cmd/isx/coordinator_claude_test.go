@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ var madeInstance = regexp.MustCompile(`mcp-[a-z0-9-]+`)
 // fromUnit is the prompt of the claude -p run in a systemd unit.
 const fromUnit = "say which tools you have, from a systemd unit"
 
-// ISX-221..225, ISX-230: in a coordinator of a
+// ISX-221, ISX-222, ISX-223, ISX-225, ISX-230: in a coordinator of a
 // template with Claude Code, every start registers isx (claude mcp list
 // shows it, connected, through the headersHelper that reads the current
 // secret), and the real Claude Code, driven by a fake model over the
@@ -37,8 +38,22 @@ func TestCoordinatorClaudeCode(t *testing.T) {
 	x := newCLI(t, c)
 	x.env = append(x.env, build.NPMCacheEnv+"="+buildtest.NPMCache())
 	tpl := buildtest.DebianChild
+	var waitsMu sync.Mutex
+	waits := map[string]int{} // WaitForMcpServers calls, by prompt
 	fake, err := delegatetest.StartAnthropic(delegatetest.Script{
 		Tool: func(prompt string, results, offered []string) (string, map[string]any) {
+			waitsMu.Lock()
+			defer waitsMu.Unlock()
+			// Claude Code connects its MCP servers while the first turn
+			// starts; on a loaded machine isx's may still be connecting,
+			// and the model is given WaitForMcpServers for that. Calling
+			// it is what a model does, and isx's tools are then offered.
+			if !slices.Contains(offered, "mcp__isx__exec") && slices.Contains(offered, "WaitForMcpServers") && waits[prompt] < 3 {
+				waits[prompt]++
+				return "WaitForMcpServers", map[string]any{}
+			}
+			// The waits' results come first; the script reads the rest.
+			results = results[min(waits[prompt], len(results)):]
 			if strings.Contains(prompt, fromUnit) {
 				return "", nil // only the tools on offer matter
 			}

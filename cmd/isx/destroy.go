@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
 )
 
 func newDestroyCommand(a *app) *cobra.Command {
@@ -40,7 +40,7 @@ func newDestroyCommand(a *app) *cobra.Command {
 					continue
 				}
 				if session != "" {
-					if err := mcpserver.ReleaseSession(cmd.Context(), ws.client, a.clock, ws.owner, session); err != nil {
+					if err := holding.ReleaseSession(cmd.Context(), ws.client, a.clock, ws.owner, session); err != nil {
 						errs = append(errs, fmt.Errorf("%s is destroyed, but its instances could not be stamped orphaned (the next isx mcp sweep does it): %w", name, err))
 					}
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
@@ -56,6 +57,7 @@ func (a *app) runInit(ctx context.Context, interactive bool, socket, project str
 	if err != nil {
 		return fmt.Errorf("%w (fix or remove it, then run isx init again)", err)
 	}
+	before := *cfg
 	if socket != "" {
 		cfg.Socket = socket
 	}
@@ -73,11 +75,15 @@ func (a *app) runInit(ctx context.Context, interactive bool, socket, project str
 	if checkErr != nil && !errors.Is(checkErr, incus.ErrUnavailable) {
 		return fmt.Errorf("config.yaml is left as it was: %w", checkErr)
 	}
-	if err := config.Save(home, cfg); err != nil {
-		return err
+	if changed := !cfg.Exists || cfg.Socket != before.Socket || configuredProject(cfg) != configuredProject(&before); changed {
+		if err := config.Save(home, cfg); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "Wrote %s\n", config.ConfigPath(home))
+	} else {
+		fmt.Fprintf(a.stdout, "Kept %s as it was: nothing in it changed.\n", config.ConfigPath(home))
 	}
 	a.cfg = cfg
-	fmt.Fprintf(a.stdout, "Wrote %s\n", config.ConfigPath(home))
 	if checkErr != nil {
 		return fmt.Errorf("config.yaml is written, but Incus does not answer; run isx init again once it does: %w", checkErr)
 	}
@@ -89,8 +95,43 @@ func (a *app) runInit(ctx context.Context, interactive bool, socket, project str
 			return err
 		}
 	}
-	fmt.Fprintln(a.stdout, "Next: `isx build tpl-dev`, then `isx branch work --from tpl-dev` and `isx shell work`.")
+	fmt.Fprintln(a.stdout, a.nextStep(ctx, cfg))
 	return nil
+}
+
+// nextStep is what to do after isx init: build the default template
+// unless it is built and current, then branch from it.
+func (a *app) nextStep(ctx context.Context, cfg *config.Config) string {
+	name := cfg.DefaultTemplate
+	if name == "" {
+		name = defaultTemplate
+	}
+	branch := fmt.Sprintf("`isx branch work --from %s` and `isx shell work`", name)
+	status, err := a.templateStatus(ctx, name)
+	switch {
+	case err != nil || !status.Built:
+		return fmt.Sprintf("Next: `isx build %s`, then %s.", name, branch)
+	case status.Stale:
+		return fmt.Sprintf("Next: `isx build %s`, which is stale, then %s.", name, branch)
+	}
+	return fmt.Sprintf("%s is built. Next: %s.", name, branch)
+}
+
+// defaultTemplate is the built-in template isx init points at.
+const defaultTemplate = "tpl-dev"
+
+func (a *app) templateStatus(ctx context.Context, name string) (build.TemplateStatus, error) {
+	client, err := a.incus()
+	if err != nil {
+		return build.TemplateStatus{}, err
+	}
+	set := a.templatesOrWarn()
+	if set == nil {
+		return build.TemplateStatus{}, errors.New("the template definitions cannot be read")
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	return build.Status(ctx, client, set, name)
 }
 
 // askSettings offers each setting with its current value as the default.

@@ -42,10 +42,20 @@ func mcpInitStep(ctx context.Context, a *app, interactive bool) error {
 		fmt.Fprintf(out, "\nReminder: %s\n", report.Message())
 	}
 	if !interactive {
-		if !report.MCPExists {
-			fmt.Fprintln(out, "isx mcp (agents on this machine using isx) is not set up; run `isx init` without --non-interactive to set it up.")
-		} else if _, err := config.LoadMCP(home); err != nil {
+		register := "claude " + shellWords(mcpAddArgs(registeredPath()))
+		switch policy, err := config.LoadMCP(home); {
+		case !report.MCPExists:
+			fmt.Fprintf(out, "isx mcp (agents on this machine using isx) is not set up; run `isx init` without --non-interactive to set it up,\n"+
+				"or approve templates in %s (templates: [tpl-dev]) and register it with Claude Code:\n  %s\n", report.MCPPath, register)
+		case err != nil:
 			a.warnf("isx mcp is set up, but refuses every call until mcp.yaml is fixed: %v", err)
+		default:
+			approved := "none"
+			if len(policy.Templates) > 0 {
+				approved = strings.Join(policy.Templates, ", ")
+			}
+			fmt.Fprintf(out, "isx mcp is set up (templates agents may use: %s). Claude Code reaches it once it is registered\n"+
+				"(`isx doctor` checks):\n  %s\n", approved, register)
 		}
 		return nil
 	}

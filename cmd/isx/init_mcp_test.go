@@ -20,6 +20,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // claudeVersion is the Claude Code the tests register isx mcp with.
@@ -63,7 +64,7 @@ type terminal struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	f    *os.File
-	out  syncBuffer
+	out  testkit.SyncBuffer
 	seen int
 	done chan struct{}
 }
@@ -184,7 +185,7 @@ func claudeJSON(t *testing.T, home string) string {
 // accepted, it registers isx mcp for all projects and asks about each
 // template that installs Claude Code or Codex; a re-run asks one question.
 //
-// ISX-284..291, ISX-294.
+// ISX-284, ISX-285, ISX-286, ISX-287, ISX-288, ISX-289, ISX-290, ISX-291, ISX-294.
 func TestInitMCPSetUpISX285(t *testing.T) {
 	c := incustest.Project(t)
 	x := newCLI(t, c)
@@ -206,7 +207,7 @@ func TestInitMCPSetUpISX285(t *testing.T) {
 		t.Fatal("Enter registered isx mcp")
 	}
 
-	// ISX-285..287: accepted.
+	// ISX-285, ISX-286, ISX-287: accepted.
 	tm = x.initTerminal(t, ctx)
 	tm.expect("Set up isx mcp? [y/N]: ")
 	tm.send("y")

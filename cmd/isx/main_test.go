@@ -154,29 +154,6 @@ func row(rows [][]string, name string) []string {
 	return nil
 }
 
-// golden compares got with testdata/<name>, rewriting it when
-// UPDATE_GOLDEN=1.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (UPDATE_GOLDEN=1 writes it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (UPDATE_GOLDEN=1 rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 // replaceAll replaces each key of what differs between runs (a project
 // name, a user) with its placeholder.
 func replaceAll(s string, placeholders map[string]string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/audit"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/usage"
@@ -50,7 +51,7 @@ func newMCPCommand(a *app) *cobra.Command {
 }
 
 func (a *app) runMCP(cmd *cobra.Command) error {
-	session, err := mcpserver.StdioSession()
+	session, err := holding.StdioSession()
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,22 @@ func (a *app) runMCP(cmd *cobra.Command) error {
 		return err
 	}
 	defer closeLog()
-	return server.Run(cmd.Context(), a.stdin, a.stdout)
+	a.sayWhatMCPIs()
+	stdio := newAnsweringStdio(a.stdin, a.stdout)
+	defer stdio.Stop()
+	return server.Run(cmd.Context(), stdio.Reader(), stdio)
+}
+
+// sayWhatMCPIs tells a person who ran isx mcp on a terminal what it is
+// waiting for, on stderr: its stdout is the protocol's.
+func (a *app) sayWhatMCPIs() {
+	in, ok := a.stdin.(*os.File)
+	if !ok || !isTerminal(in) {
+		return
+	}
+	fmt.Fprintf(a.stderr, "isx mcp is an MCP server on stdin and stdout, for an agent such as Claude Code to start;\n"+
+		"it waits for JSON-RPC messages, one a line (Ctrl-D ends it). Register it with Claude Code:\n"+
+		"  claude %s\n", shellWords(mcpAddArgs(registeredPath())))
 }
 
 // runMCPCoordinator serves one coordinator instance on a unix socket
@@ -69,7 +85,7 @@ func (a *app) runMCPCoordinator(cmd *cobra.Command, name, socket string) error {
 	if err != nil {
 		return err
 	}
-	session, err := mcpserver.CoordinatorSession(cmd.Context(), client, name)
+	session, err := holding.CoordinatorSession(cmd.Context(), client, name)
 	if err != nil {
 		return err
 	}
@@ -126,6 +142,7 @@ func (a *app) mcpServer(_ *cobra.Command, session string, coordinator bool) (*mc
 		Stderr:       a.stderr,
 		Proxy:        mcpProxy{a},
 		SweepAtStart: true,
+		Warm:         true,
 		Coordinator:  coordinator,
 	})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -55,7 +54,7 @@ func TestShellJoinsTaskISX123(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := started.Status.ID
-	join := mcpserver.JoinCommand(id, "w1")
+	join := task.JoinCommand(id, "w1")
 	args := strings.Fields(join)[1:]
 
 	tm := startTerminal(t, x.command(ctx, args...))

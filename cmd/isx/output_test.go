@@ -16,6 +16,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // Every command's --help is a golden file.
@@ -27,7 +28,7 @@ func TestHelp(t *testing.T) {
 		if name == "" {
 			name = "isx"
 		}
-		golden(t, filepath.Join("help", name+".txt"), out)
+		testkit.Golden(t, filepath.Join("help", name+".txt"), out)
 	}
 }
 
@@ -76,7 +77,7 @@ func TestVersion(t *testing.T) {
 	}
 	r := x.ok("version")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 2 || !regexp.MustCompile(`^isx 0\.1\.0-dev( \([0-9a-f]{12}(, modified)?\))? go\d+\.\d+\S* linux/\w+$`).MatchString(lines[0]) {
+	if len(lines) != 2 || !regexp.MustCompile(`^isx 0\.1\.0-dev \(([0-9a-f]{12}, \S+(, modified)?|commit unknown: built without VCS information)\) go\d+\.\d+\S* linux/\w+$`).MatchString(lines[0]) {
 		t.Fatalf("version:\n%s", r.stdout)
 	}
 	if want := "Incus " + server.Environment.ServerVersion + " (API " + server.APIVersion + ") on " + c.Socket() + ", project " + c.ProjectName(); lines[1] != want {
@@ -268,7 +269,7 @@ func TestListOutput(t *testing.T) {
 		} else {
 			name += ".txt"
 		}
-		golden(t, filepath.Join("list", name), replaceAll(r.stdout, placeholders))
+		testkit.Golden(t, filepath.Join("list", name), replaceAll(r.stdout, placeholders))
 		if strings.Contains(r.stdout, "hint") || strings.Contains(r.stdout, "warning") {
 			t.Errorf("isx %s: stdout holds more than the tables:\n%s", strings.Join(args, " "), r.stdout)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // waitingTemplate has a step that prints a line, then waits for a file
@@ -21,7 +22,7 @@ const waitingTemplate = "name: tpl-wait\nimage: isx/busybox\nrun:\n" +
 	"  - name: wait for the test\n" +
 	"    run: echo first; while [ ! -e /var/tmp/go ]; do sleep 0.1; done; echo second\n"
 
-var buildInstancePattern = regexp.MustCompile(`making (tpl-wait--build-[a-z0-9]{5}) from`)
+var buildInstancePattern = regexp.MustCompile(`make (tpl-wait--build-[a-z0-9]{5}) from`)
 
 // release makes the file the waiting step waits for, in the build
 // instance the output names.
@@ -55,7 +56,7 @@ func TestBuildShowsEachStepAsItStarts(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := x.command(ctx, args...)
-		var out syncBuffer
+		var out testkit.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -78,6 +79,13 @@ func TestBuildShowsEachStepAsItStarts(t *testing.T) {
 		if !strings.Contains(out.String(), ended) {
 			t.Errorf("isx %v:\n%s\nwant it to hold %q", args, out.String(), ended)
 		}
+		// isx's own work before and after the steps is shown as steps too.
+		made := buildInstancePattern.FindString(out.String())
+		for _, phase := range []string{"    [isx] " + made + " image isx/busybox\n    [isx] done in ", "    [isx] stamp it as tpl-wait, stop it and put it in place\n    [isx] done in "} {
+			if made == "" || !strings.Contains(out.String(), phase) {
+				t.Errorf("isx %v does not show %q:\n%s", args, phase, out.String())
+			}
+		}
 	}
 }
 
@@ -93,10 +101,17 @@ func TestBuildShowsElapsedTimeOnATerminal(t *testing.T) {
 	defer cancel()
 
 	tm := startTerminal(t, x.command(ctx, "build", "tpl-wait"))
+	// Making and booting the build instance counts its seconds as a step.
+	tm.expect("    [isx] make tpl-wait--build-")
+	tm.expect(" from image isx/busybox · 0s")
+	tm.expect(clearLine + "    [isx] make tpl-wait--build-")
+	tm.expect(" from image isx/busybox (")
 	tm.expect("    [1/1] wait for the test · 0s")
 	tm.expect(clearLine + "    [1/1] wait for the test · 1s")
 	release(t, c, tm.out.String())
 	tm.expect(clearLine + "    [1/1] wait for the test (")
+	tm.expect("    [isx] stamp it as tpl-wait, stop it and put it in place · 0s")
+	tm.expect(clearLine + "    [isx] stamp it as tpl-wait, stop it and put it in place (")
 	tm.expect("Built 1 template(s)")
 	tm.wait()
 
@@ -116,7 +131,7 @@ func TestBuildShowsElapsedTimeOnATerminal(t *testing.T) {
 // above run it on a real terminal.)
 func TestTerminalProgressOnAFakeClock(t *testing.T) {
 	fake := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	p := newTerminalProgress(&out, fake, false, 40)
 	step := build.Step{Template: "tpl-x", Tag: "[1/1]", Label: "a label far too long to fit on forty columns"}
 	p.StepStarted(step)

@@ -29,21 +29,40 @@ func newProxyCommand(a *app) *cobra.Command {
 			"accounts in ~/.config/incus-spawn/accounts.yaml that each template names (accounts:),\n" +
 			"so no credential enters an instance, and counts every instance's model calls and\n" +
 			"traffic. isx branch and isx mcp start it when it is not running.",
-		Args: exactArgs(0),
+		Args: subcommandArgs,
+		// Runnable, so that a mistyped subcommand is refused (with the
+		// nearest) rather than answered with this help and exit 0.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(
 		&cobra.Command{Use: "start", Short: "Start the proxy unless it runs", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStart(cmd.Context()) }},
 		&cobra.Command{Use: "stop", Short: "Stop the proxy", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStop(cmd.Context()) }},
-		&cobra.Command{Use: "status", Short: "Say whether the proxy runs, since when, and where its log is", Args: exactArgs(0),
-			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStatus(cmd.Context()) }},
+		newProxyStatusCommand(a),
 		&cobra.Command{Use: "restart", Short: "Stop and start the proxy: every count starts again from zero", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyRestart(cmd.Context()) }},
 		newProxyActivityCommand(a),
+		newProxyMetricsCommand(a),
 		&cobra.Command{Use: "serve", Hidden: true, Short: "Run the proxy in the foreground (what start runs, detached)", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyServe(cmd.Context()) }},
 	)
+	return cmd
+}
+
+func newProxyStatusCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Say whether the proxy runs, since when, and where its log is",
+		Long: "status says whether the host proxy runs: its pid and version, since when it counts,\n" +
+			"the project it serves, how many instances and accounts, its log and its CA. It\n" +
+			"exits 1 when the proxy is not running; --json prints the same for programs\n" +
+			"({\"running\": false} when it is not running).",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.proxyStatus(cmd.Context(), asJSON) },
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for programs")
 	return cmd
 }
 
@@ -75,6 +94,31 @@ func newProxyActivityCommand(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for programs")
 	return cmd
+}
+
+func newProxyMetricsCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "metrics",
+		Short: "Print the proxy's counts as Prometheus metrics",
+		Long: "metrics prints what activity shows in the Prometheus exposition format: per\n" +
+			"instance, tokens by kind, model calls made and in flight, requests made and open,\n" +
+			"bytes sent and received. The proxy serves them at GET /metrics on its control\n" +
+			"socket, which only you can reach; a scraper that reads a unix socket, or a\n" +
+			"textfile collector fed by this command, takes them from there.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			home, err := a.homeDir()
+			if err != nil {
+				return err
+			}
+			exposition, err := proxy.Connect(home).Metrics(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(exposition)
+			return err
+		},
+	}
 }
 
 // launch is how this isx starts the proxy: its own binary, detached, in
@@ -180,13 +224,30 @@ func (a *app) proxyRestart(ctx context.Context) error {
 	return a.proxyStart(ctx)
 }
 
-func (a *app) proxyStatus(ctx context.Context) error {
+// proxyStatusJSON is `isx proxy status --json`: the control API's status,
+// with whether it runs and the accounts file it reads.
+type proxyStatusJSON struct {
+	Running bool `json:"running"`
+	*proxy.Status
+	AccountsFile string `json:"accounts_file,omitempty"`
+}
+
+func (a *app) proxyStatus(ctx context.Context, asJSON bool) error {
 	home, err := a.homeDir()
 	if err != nil {
 		return err
 	}
 	status, err := proxy.Connect(home).Status(ctx)
-	if err != nil {
+	if asJSON {
+		out := proxyStatusJSON{Running: err == nil}
+		if err == nil {
+			out.Status, out.AccountsFile = &status, config.AccountsPath(home)
+		}
+		if writeErr := writeJSON(a.stdout, out); writeErr != nil {
+			return writeErr
+		}
+	}
+	if err != nil || asJSON {
 		return err
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -251,7 +312,9 @@ func writeActivity(out io.Writer, report proxy.Report) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "INSTANCE\tSINCE\tIN\tOUT\tCACHE READ\tCACHE WRITE\tCALLS\tACTIVE\tIDLE\tTRAFFIC\tOPEN\tSENT\tRECEIVED")
+	// Every column says its unit: tokens, model calls, requests; IDLE is
+	// a duration and SENT and RECEIVED are bytes, whose cells say so.
+	fmt.Fprintln(w, "INSTANCE\tCOUNTING SINCE\tTOKENS IN\tTOKENS OUT\tCACHE READ TOKENS\tCACHE WRITE TOKENS\tMODEL CALLS\tCALLS IN FLIGHT\tIDLE\tREQUESTS\tREQUESTS OPEN\tSENT\tRECEIVED")
 	for _, act := range report.Instances {
 		idle := "-"
 		if act.IdleSeconds != nil {

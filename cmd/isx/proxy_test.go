@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,6 +131,10 @@ func TestProxyCommandsISX186(t *testing.T) {
 	if r := w.run("proxy", "status"); r.code != exitFailure || !strings.Contains(r.stderr, "not running") {
 		t.Fatalf("status before anything started it: %s", r)
 	}
+	// --json says so too, for programs, and exits 1 as the table does.
+	if r := w.run("proxy", "status", "--json"); r.code != exitFailure || strings.TrimSpace(r.stdout) != "{\n  \"running\": false\n}" {
+		t.Errorf("status --json before anything started it: %s", r)
+	}
 	r := w.ok("branch", "p1", "--from", proxyTemplate, "--proxy-only")
 	if !strings.Contains(r.stderr, "started the host proxy") {
 		t.Errorf("branch did not say it started the proxy: %s", r)
@@ -138,6 +144,22 @@ func TestProxyCommandsISX186(t *testing.T) {
 		if !strings.Contains(status, want) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}
+	}
+	var statusJSON struct {
+		Running      bool   `json:"running"`
+		PID          int    `json:"pid"`
+		Project      string `json:"project"`
+		StartedAt    string `json:"started_at"`
+		Accounts     int    `json:"accounts"`
+		AccountsFile string `json:"accounts_file"`
+		Log          string `json:"log"`
+	}
+	if err := json.Unmarshal([]byte(w.ok("proxy", "status", "--json").stdout), &statusJSON); err != nil {
+		t.Fatal(err)
+	}
+	if !statusJSON.Running || statusJSON.PID <= 0 || statusJSON.Project != w.project || statusJSON.StartedAt == "" || statusJSON.Accounts != 1 ||
+		statusJSON.AccountsFile != config.AccountsPath(w.home) || statusJSON.Log != filepath.Join(config.ProxyDir(w.home), proxy.LogFile) {
+		t.Errorf("status --json: %+v", statusJSON)
 	}
 	proxytest.PushClient(t, w.client, "p1")
 	w.inside("p1", modelCall(false))
@@ -151,6 +173,13 @@ func TestProxyCommandsISX186(t *testing.T) {
 	header, rows := table(out, "INSTANCE")
 	if len(header) < 10 || len(rows) != 1 || rows[0][0] != "p1" || rows[0][2] != fmt.Sprint(sum.Input) || rows[0][6] != "2" {
 		t.Errorf("the activity table:\n%s", out)
+	}
+	// Each column says what it counts in: tokens, model calls, requests,
+	// a duration, bytes.
+	if want := []string{"INSTANCE", "COUNTING SINCE", "TOKENS IN", "TOKENS OUT", "CACHE READ TOKENS", "CACHE WRITE TOKENS", "MODEL CALLS", "CALLS IN FLIGHT", "IDLE", "REQUESTS", "REQUESTS OPEN", "SENT", "RECEIVED"}; !slices.Equal(header, want) {
+		t.Errorf("the activity table's header is %q, want %q", header, want)
+	} else if idle, sent := rows[0][8], rows[0][11]; !regexp.MustCompile(`^\d+(ms|s|m\d+s)$|^-$`).MatchString(idle) || !strings.HasSuffix(sent, "B") {
+		t.Errorf("the activity table's IDLE %q and SENT %q lack their units", idle, sent)
 	}
 
 	// A stopped instance is not known to the proxy that restarts.

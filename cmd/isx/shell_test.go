@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,27 +15,10 @@ import (
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
-// syncBuffer collects a terminal's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func waitFor(t *testing.T, out *syncBuffer, want string) {
+func waitFor(t *testing.T, out *testkit.SyncBuffer, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -66,7 +47,7 @@ func TestCLIShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer terminal.Close()
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)

@@ -161,7 +161,7 @@ func templateOf(row templateRow, set *template.Set) tui.Template {
 // Branch is `isx branch NAME --from FROM` with the network flag.
 func (b tuiBackend) Branch(ctx context.Context, name, from string, network instance.Network) (string, error) {
 	var out bytes.Buffer
-	err := b.quiet(&out).runBranch(ctx, name, from, network, false)
+	err := b.quiet(&out).runBranch(ctx, name, from, network, branchFlags{})
 	return out.String(), err
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/incusspawn/isx/internal/isx/incustest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // BenchmarkTUI/first-screen times `isx` on an 80x24 terminal from its
@@ -29,34 +30,34 @@ import (
 func BenchmarkTUI(b *testing.B) {
 	_, x := fiftyInstances(b)
 	b.Run("first-screen", func(b *testing.B) {
-		var d durations
+		var d testkit.Durations
 		var rss, cpu []float64
 		b.StopTimer()
 		for i := 0; i < b.N; i++ {
 			run := startTUI(b, x)
-			d.timed(b, func() { run.waitFor("50 instances") })
+			d.Timed(b, func() { run.waitFor("50 instances") })
 			kib, perSecond := run.idle()
 			rss, cpu = append(rss, kib), append(cpu, perSecond)
 			run.quit()
 		}
-		d.report(b)
+		d.Report(b)
 		b.ReportMetric(median(rss), "idle-RSS-KiB")
 		b.ReportMetric(median(cpu), "idle-CPU-ms/s")
 	})
 	b.Run("isx-list", func(b *testing.B) {
-		var d durations
+		var d testkit.Durations
 		var rss []float64
 		b.StopTimer()
 		for i := 0; i < b.N; i++ {
 			cmd := x.command(benchContext(b), "list")
-			d.timed(b, func() {
+			d.Timed(b, func() {
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("isx list: %v\n%s", err, out)
 				}
 			})
 			rss = append(rss, float64(maxRSS(cmd)))
 		}
-		d.report(b)
+		d.Report(b)
 		b.ReportMetric(median(rss), "peak-RSS-KiB")
 	})
 }

@@ -17,10 +17,11 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
+	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/mcpkit/anyschema"
 )
 
@@ -54,7 +55,7 @@ func startAgent(t *testing.T, x *cli) *agentSession {
 		t.Fatalf("connecting to isx mcp: %v\n%s", err, a.stderr.String())
 	}
 	a.cs = cs
-	if a.id, err = mcpserver.SessionOf(cmd.Process.Pid); err != nil {
+	if a.id, err = holding.SessionOf(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 	tools, err := cs.ListTools(ctx, nil)
@@ -241,7 +242,7 @@ func TestTUIShowsWhatListShowsISX048ISX049(t *testing.T) {
 	golden.check(s, "mission-80x24")
 	s.keys("c")
 	s.expect("Copied: isx shell --task " + taskID)
-	if buffer := s.tmux("show-buffer"); buffer != mcpserver.JoinCommand(taskID, held) {
+	if buffer := s.tmux("show-buffer"); buffer != task.JoinCommand(taskID, held) {
 		t.Errorf("the clipboard holds %q", buffer)
 	}
 
@@ -256,7 +257,7 @@ func TestTUIShowsWhatListShowsISX048ISX049(t *testing.T) {
 	s.expect("join: isx shell")
 	golden.check(s, "mission-160x48")
 	s.keys("Escape")
-	s.gone("mission control")
+	s.gone("· mission control") // the title bar; the footer names F4
 	golden.check(s, "lists-160x48")
 	s.keys("F3")
 	s.expect("Purpose    #870 implement")
@@ -367,6 +368,52 @@ func (s *screen) selectRow(name string) {
 		s.waitFor("the cursor to move", screenTimeout, func(now string) bool { return selectedRow(now) != selected })
 	}
 	s.t.Fatalf("the cursor never reached %s:\n%s", name, s.text())
+}
+
+// What a new user meets first: with no instance the keys are the
+// templates', so b branches as the empty list says; a template's details
+// offer branch and build, not shell, start or stop; an old error line does
+// not come back once a filter is kept; and F4 says what it opens, which
+// explains itself.
+func TestTUIForANewUser(t *testing.T) {
+	_, x := tuiFixture(t)
+	s := startScreen(t, x, 80, 24, nil, "tui")
+	s.expect("select a template and press b", buildtest.BusyBoxChild, "F4 mission control")
+	s.selectRow(buildtest.BusyBox)
+	s.keys("b")
+	s.expect("Branch " + buildtest.BusyBox + " as:")
+	s.keys("Escape")
+	s.gone("Branch " + buildtest.BusyBox + " as:")
+
+	s.keys("F3")
+	text := s.expect("details", "b branch", "r build")
+	for _, unwanted := range []string{"enter shell", "s start", "x stop", "d destroy"} {
+		if strings.Contains(text, unwanted) {
+			t.Errorf("a template's details offer %q:\n%s", unwanted, text)
+		}
+	}
+	s.keys("Escape")
+	// Wait for the lists before the next key, which a terminal would
+	// otherwise read with the escape as one alt key.
+	s.gone("esc back")
+	s.expect("select a template and press b")
+
+	s.selectRow(buildtest.BusyBoxChild)
+	s.keys("b")
+	notBuilt := buildtest.BusyBoxChild + " is not built; press r to build it first."
+	s.expect(notBuilt)
+	s.keys("/")
+	s.typed("child")
+	s.keys("Enter")
+	s.expect("filter “child”")
+	if text := s.text(); strings.Contains(text, notBuilt) {
+		t.Errorf("the old error line came back after the filter:\n%s", text)
+	}
+	s.keys("Escape")
+	s.gone("filter “child”")
+
+	s.keys("F4")
+	s.expect("· mission control", "Every instance and task agents made through")
 }
 
 // `isx` alone on a terminal opens the TUI, and its keys do what they say:

@@ -194,8 +194,13 @@ func (b *Builder) BuildTemplate(ctx context.Context, name string) (err error) {
 	if err != nil {
 		return err
 	}
-	b.line("    making %s from %s", job.instance, job.from)
-	createErr := b.Client.CreateInstance(ctx, create)
+	var createErr error
+	booted := job.phase("make "+job.instance+" from "+job.from, func() error {
+		if createErr = b.Client.CreateInstance(ctx, create); createErr != nil {
+			return createErr
+		}
+		return job.waitBoot(ctx)
+	})
 	if errors.Is(createErr, incus.ErrUnavailable) {
 		return createErr // nothing reached Incus, so nothing was made
 	}
@@ -206,8 +211,11 @@ func (b *Builder) BuildTemplate(ctx context.Context, name string) (err error) {
 			err = errors.Join(err, job.discard(ctx))
 		}
 	}()
-	if createErr != nil {
+	switch {
+	case createErr != nil:
 		return failure(CodeBuildFailed, name, createErr, "making the build instance %s", job.instance)
+	case booted != nil:
+		return booted
 	}
 	return job.run(ctx)
 }

@@ -51,8 +51,10 @@ func failure(code, template string, err error, format string, args ...any) *Erro
 }
 
 // StepError is a build step that failed: which one, how, and what it
-// printed. The build instance has been deleted by the time it is returned.
+// printed, with the code CodeStepFailed. The build instance has been
+// deleted by the time it is returned.
 type StepError struct {
+	coded.Base
 	Template string
 	Step     string // the step's name, or a description of it
 	Index    int    // 1-based among the template's run steps; 0 for isx's own steps
@@ -64,9 +66,6 @@ type StepError struct {
 	// (Builder.Verbose), so it need not be shown again.
 	Shown bool
 }
-
-// ErrorCode makes a failed step's code CodeStepFailed for coded.CodeOf.
-func (e *StepError) ErrorCode() string { return CodeStepFailed }
 
 func (e *StepError) Error() string {
 	how := fmt.Sprintf("exited with code %d", e.ExitCode)

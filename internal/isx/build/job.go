@@ -101,11 +101,8 @@ func (j *job) createRequest(ctx context.Context) (incus.InstanceCreate, error) {
 	return create, j.connect(&create)
 }
 
-// run does everything after the build instance was made.
+// run does everything after the build instance was made and booted.
 func (j *job) run(ctx context.Context) error {
-	if err := j.waitBoot(ctx); err != nil {
-		return err
-	}
 	if j.root() {
 		if err := j.step(ctx, step{label: "create the agent user", script: agentScript}); err != nil {
 			return err
@@ -135,16 +132,31 @@ func (j *job) run(ctx context.Context) error {
 	if err := j.cloneRepos(ctx); err != nil {
 		return err
 	}
-	if err := instance.NameHostOnCopy(ctx, j.Client, j.instance); err != nil {
-		return failure(CodeBuildFailed, j.def.Name, err, "naming the host of the template's copies")
-	}
-	if err := j.stamp(ctx); err != nil {
-		return err
-	}
-	if err := j.stop(ctx); err != nil {
-		return err
-	}
-	return j.replace(ctx)
+	return j.phase("stamp it as "+j.def.Name+", stop it and put it in place", func() error {
+		if err := instance.NameHostOnCopy(ctx, j.Client, j.instance); err != nil {
+			return failure(CodeBuildFailed, j.def.Name, err, "naming the host of the template's copies")
+		}
+		if err := j.stamp(ctx); err != nil {
+			return err
+		}
+		if err := j.stop(ctx); err != nil {
+			return err
+		}
+		return j.replace(ctx)
+	})
+}
+
+// phase shows a part of the build that is isx's own work rather than a
+// script (making and booting the build instance; stamping, stopping and
+// renaming it) as a step, so that the seconds it takes are seen passing.
+func (j *job) phase(label string, do func() error) error {
+	shown := Step{Template: j.def.Name, Tag: step{}.tag(), Label: label}
+	progress := j.progress()
+	progress.StepStarted(shown)
+	began := j.clock().Now()
+	err := do()
+	progress.StepEnded(shown, StepEnd{Took: j.clock().Now().Sub(began), Err: err})
+	return err
 }
 
 // agentScript creates the agent user (uid and gid 1000, home /home/agent)

@@ -39,7 +39,8 @@ type StepEnd struct {
 	Took     time.Duration
 	ExitCode int
 	TimedOut bool
-	// Err is set when the step could not be run at all.
+	// Err is set when the step could not be run at all, or isx's own
+	// work shown as a step failed.
 	Err error
 }
 
@@ -52,7 +53,7 @@ func (e StepEnd) Outcome() string {
 	took := Round(e.Took)
 	switch {
 	case e.Err != nil:
-		return fmt.Sprintf("could not be run (after %s)", took)
+		return fmt.Sprintf("failed after %s", took)
 	case e.TimedOut:
 		return fmt.Sprintf("timed out after %s", took)
 	case e.ExitCode != 0:

@@ -35,9 +35,13 @@ func (r *recorder) add(kind, text string) {
 	r.events = append(r.events, kind+" "+text)
 }
 
-func (r *recorder) index(prefix string) int {
-	for i, e := range r.events {
-		if strings.HasPrefix(e, prefix) {
+func (r *recorder) index(prefix string) int { return r.indexAfter(-1, prefix) }
+
+// indexAfter is the first event after the one at after that starts with
+// prefix, or -1.
+func (r *recorder) indexAfter(after int, prefix string) int {
+	for i := after + 1; i < len(r.events); i++ {
+		if strings.HasPrefix(r.events[i], prefix) {
 			return i
 		}
 	}
@@ -63,12 +67,12 @@ func TestProgressTellsEachStep(t *testing.T) {
 		t.Fatalf("error %v, want a StepError whose output was shown", err)
 	}
 	events := strings.Join(progress.events, "\n")
-	order := []string{"line ==> [1/1] tpl-progress", "line making tpl-progress--build-", "start [isx] create the agent user", "end [isx] exit=0 failed=false",
+	order := []string{"line ==> [1/1] tpl-progress", "start [isx] make tpl-progress--build-", "end [isx] exit=0 failed=false", "start [isx] create the agent user", "end [isx] exit=0 failed=false",
 		"start [1/2] greet", "output [1/2]", "end [1/2] exit=0 failed=false", "start [2/2] fail", "output [2/2] going down", "end [2/2] exit=4 failed=true",
 		"line removed the build instance"}
 	last := -1
 	for _, want := range order {
-		i := progress.index(want)
+		i := progress.indexAfter(last, want)
 		if i <= last {
 			t.Fatalf("%q is missing or out of order in:\n%s", want, events)
 		}

@@ -38,6 +38,14 @@ func Status(ctx context.Context, c *incus.Client, set *template.Set, name string
 // StatusOf is Status for an instance already read (nil when there is
 // none), so that a listing costs one request to Incus.
 func StatusOf(inst *incus.Instance, set *template.Set, name string) (TemplateStatus, error) {
+	// A template whose chain cannot be built (a parent no source defines,
+	// a cycle) is invalid, not merely unbuilt: its definition is what to
+	// fix. A built one is checked below, through its definition's hash.
+	if inst == nil || !instance.ParseStamps(inst.Config).IsTemplate() {
+		if _, err := set.Chain(name); err != nil {
+			return TemplateStatus{}, err
+		}
+	}
 	if inst == nil {
 		return TemplateStatus{Reason: fmt.Sprintf("not built; run `isx build %s`", name)}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/template"
@@ -63,7 +64,7 @@ func (j *job) step(ctx context.Context, s step) error {
 		return failure(CodeBuildFailed, j.def.Name, err, "running step %q", s.label)
 	}
 	if end.Failed() {
-		return &StepError{Template: j.def.Name, Step: s.label, Index: s.index, ExitCode: result.ExitCode,
+		return &StepError{Base: coded.Base{Code: CodeStepFailed}, Template: j.def.Name, Step: s.label, Index: s.index, ExitCode: result.ExitCode,
 			TimedOut: result.TimedOut, Stdout: result.Stdout, Stderr: result.Stderr, Shown: j.Verbose}
 	}
 	return nil

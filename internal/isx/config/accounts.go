@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 
@@ -86,25 +84,21 @@ func (a *Accounts) Count() int {
 // LoadAccounts reads accounts.yaml. A missing file holds no accounts. A
 // file anyone but the user could read or replace is refused (CodeInsecure),
 // naming the file and the chmod or chown that fixes it; so is a bad entry
-// (CodeInvalid), naming line and key but never a secret.
+// (CodeInvalid), naming line and key but never a secret. The file is
+// opened once and the open file checked, so what was checked is what is
+// read; its directory is checked as the route secrets' are (Owner).
 func LoadAccounts(home string) (*Accounts, error) {
 	path := AccountsPath(home)
-	info, err := os.Stat(path)
+	owner := CurrentOwner()
+	data, info, err := owner.ReadPrivate(path, true, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Accounts{Path: path}, nil
 	}
 	if err != nil {
-		return nil, unusable(path, "cannot be read", err)
+		return nil, accountsProblem(path, err)
 	}
-	if err := private(path, info); err != nil {
-		return nil, err
-	}
-	if err := notWritableByOthers(Dir(home)); err != nil {
-		return nil, err
-	}
-	data, _, err := readFile(path)
-	if err != nil {
-		return nil, err
+	if err := owner.SafeDir(Dir(home)); err != nil {
+		return nil, accountsProblem(Dir(home), err)
 	}
 	a, err := parseAccounts(data, path)
 	if err != nil {
@@ -123,35 +117,14 @@ func insecure(path, format string, args ...any) *Error {
 	return &Error{yamltree.Problem(CodeInsecure, yamltree.Place{File: path}, nil, format, args...)}
 }
 
-// private checks that the file is the user's and that nobody else may
-// read or write it.
-func private(path string, info fs.FileInfo) error {
-	if !info.Mode().IsRegular() {
-		return insecure(path, "is not a regular file")
+// accountsProblem is an error of reading accounts.yaml or looking at its
+// directory, coded for the one who reads it.
+func accountsProblem(path string, err error) error {
+	var unsafe *UnsafeError
+	if errors.As(err, &unsafe) {
+		return insecure(unsafe.Path, "%s", unsafe.Why())
 	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return insecure(path, "belongs to uid %d, not to you (uid %d); `chown %d %s` if it is yours", st.Uid, os.Getuid(), os.Getuid(), path)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return insecure(path, "has mode %04o, so others may read your credentials; the host proxy uses it only once `chmod 600 %s`", perm, path)
-	}
-	return nil
-}
-
-// notWritableByOthers checks the directory holding the file: whoever may
-// write there may replace the file.
-func notWritableByOthers(dir string) error {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return unusable(dir, "cannot be read", err)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return insecure(dir, "belongs to uid %d, not to you, so accounts.yaml in it could be replaced", st.Uid)
-	}
-	if info.Mode().Perm()&0o002 != 0 {
-		return insecure(dir, "may be written by anyone, so accounts.yaml in it could be replaced; `chmod o-w %s`", dir)
-	}
-	return nil
+	return unusable(path, "cannot be read", err)
 }
 
 func parseAccounts(data []byte, path string) (*Accounts, error) {

@@ -157,3 +157,99 @@ func TestLoadProxyUpstreams(t *testing.T) {
 		}
 	}
 }
+
+// The directory of accounts.yaml is checked as the route secrets' are:
+// writable by a group others share, it is refused, naming it; writable
+// by the user's own private group (a umask of 002), it is not.
+func TestLoadAccountsDirectoryGroup(t *testing.T) {
+	home := t.TempDir()
+	writeAccounts(t, home, someAccounts, 0o600)
+	dir := Dir(home)
+	if err := os.Chmod(dir, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	const nogroup = 65534 // a group that is not the user's own
+	if err := os.Chown(dir, os.Getuid(), nogroup); err != nil {
+		t.Skipf("cannot give %s to another group here: %v", dir, err)
+	}
+	_, err := LoadAccounts(home)
+	if coded.CodeOf(err) != CodeInsecure || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod g-w") {
+		t.Errorf("a directory a shared group may write: %v", err)
+	}
+	if err := os.Chown(dir, os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	owner := CurrentOwner()
+	if !owner.PrivateGroup(owner.GID) {
+		t.Fatalf("group %d is not private here; the test needs the user's own group", owner.GID)
+	}
+	if a, err := LoadAccounts(home); err != nil || a.Count() != 4 {
+		t.Errorf("a directory the user's private group may write: %v, %v", a, err)
+	}
+}
+
+// accounts.yaml is opened once and the open file checked: while it is
+// replaced, again and again, by turns with a private file and one anyone
+// may read, every load either refuses or returns the private file's
+// accounts, never the other's.
+func TestLoadAccountsReadsTheFileItChecked(t *testing.T) {
+	home := t.TempDir()
+	path := writeAccounts(t, home, "claude:\n  work: {api-key: sk-private}\n", 0o600)
+	dir := filepath.Dir(path)
+	private, open := filepath.Join(dir, "private.yaml"), filepath.Join(dir, "open.yaml")
+	if err := os.Link(path, private); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(open, []byte("claude:\n  work: {api-key: sk-anyone-may-read}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swapped <- n }()
+		for {
+			for _, from := range []string{private, open} {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tmp := filepath.Join(dir, ".swap")
+				os.Remove(tmp)
+				if err := os.Link(from, tmp); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					t.Error(err)
+					return
+				}
+				n++
+			}
+		}
+	}()
+	loaded, refused := 0, 0
+	for range 20000 {
+		a, err := LoadAccounts(home)
+		if err != nil {
+			if coded.CodeOf(err) != CodeInsecure {
+				t.Fatalf("a load failed otherwise: %v", err)
+			}
+			refused++
+			continue
+		}
+		loaded++
+		if account, _ := a.Get("claude", "work"); account.APIKey != "sk-private" {
+			close(stop)
+			<-swapped
+			t.Fatalf("after %d loads, one returned the accounts of a file anyone may read (%q)", loaded+refused, account.APIKey)
+		}
+	}
+	close(stop)
+	n := <-swapped
+	if loaded == 0 || refused == 0 {
+		t.Errorf("the loads did not meet both files (%d loaded, %d refused, %d swaps)", loaded, refused, n)
+	}
+	t.Logf("%d loads of the private file, %d refusals, %d swaps", loaded, refused, n)
+}

@@ -67,6 +67,10 @@ type MCP struct {
 	DormantAfterHours       int
 	DormantGraceHours       int
 	SummaryModel            string
+	// Warm is how many ready copies of each template isx mcp keeps (warm:),
+	// for create_instance to take instead of copying. Only approved
+	// templates get any: see WarmCount.
+	Warm map[string]int
 }
 
 // CodexSettings is mcp.yaml's codex: block.
@@ -91,7 +95,23 @@ func defaultMCP(path string, state FileState) *MCP {
 		DormantAfterHours:       DefaultDormantAfterHours,
 		DormantGraceHours:       DefaultDormantGraceHours,
 		SummaryModel:            DefaultSummaryModel,
+		Warm:                    map[string]int{},
 	}
+}
+
+// MaxWarm bounds a template's warm: count. Every copy is a stopped
+// instance on the user's disk, so a typo of 1000 for 10 is refused
+// rather than filled.
+const MaxWarm = 64
+
+// WarmCount is how many ready copies of template the warm pool keeps:
+// its warm: entry while mcp.yaml approves it, else none (a withdrawn
+// approval empties the pool as a removed entry does).
+func (m *MCP) WarmCount(template string) int {
+	if !m.Approves(template) {
+		return 0
+	}
+	return m.Warm[template]
 }
 
 // Approves reports whether mcp.yaml lists the template under templates:.
@@ -159,7 +179,7 @@ func LoadMCP(home string) (*MCP, error) {
 }
 
 var (
-	mcpKeys   = []string{"templates", "max-instances", "max-concurrent-tasks", "delegate-permission-mode", "delegate-permission-modes", "codex", "orphan-grace-hours", "dormant-after-hours", "dormant-grace-hours", "summary-model"}
+	mcpKeys   = []string{"templates", "max-instances", "max-concurrent-tasks", "delegate-permission-mode", "delegate-permission-modes", "codex", "orphan-grace-hours", "dormant-after-hours", "dormant-grace-hours", "summary-model", "warm"}
 	codexKeys = []string{"sandbox-mode", "sandbox-modes"}
 )
 
@@ -205,6 +225,8 @@ func parseMCP(data []byte, path string) (*MCP, error) {
 			m.DormantGraceHours, err = r.count(v, key, MinHours, MaxHours)
 		case "summary-model":
 			m.SummaryModel, err = r.model(v, key)
+		case "warm":
+			m.Warm, err = r.warm(v, key)
 		}
 		return err
 	})
@@ -267,6 +289,23 @@ func (r *nodeReader) modes(n *yaml.Node, key string, allowed []string, what stri
 		}
 		mode, err := r.oneOf(v, yamltree.Join(key, name), allowed, what)
 		out[name] = mode
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// warm reads warm:, a mapping of template name to a count of copies.
+func (r *nodeReader) warm(n *yaml.Node, key string) (map[string]int, error) {
+	out := map[string]int{}
+	err := r.Mapping(n, key, nil, func(name string, kn, v *yaml.Node) error {
+		if err := template.CheckName(name); err != nil {
+			return invalidf(r.File, kn.Line, yamltree.Join(key, name), "%s", err.Error())
+		}
+		count, err := r.count(v, yamltree.Join(key, name), 0, MaxWarm)
+		out[name] = count
 		return err
 	})
 	if err != nil {

@@ -76,7 +76,7 @@ func TestISX001LoadMCPSeedExample(t *testing.T) {
 		Codex: CodexSettings{SandboxMode: "danger-full-access", SandboxModes: map[string]string{"tpl-codex-review": "read-only"},
 			SandboxModeSet: true},
 		OrphanGraceHours: 24, DormantAfterHours: 24, DormantGraceHours: 168,
-		SummaryModel: "haiku",
+		SummaryModel: "haiku", Warm: map[string]int{},
 	}
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("got  %+v\nwant %+v", m, want)
@@ -86,7 +86,7 @@ func TestISX001LoadMCPSeedExample(t *testing.T) {
 	}
 }
 
-// ISX-002: no mcp.yaml approves nothing; ISX-010..012, 013..015: defaults.
+// ISX-002: no mcp.yaml approves nothing; ISX-010, ISX-011, ISX-012, ISX-013, ISX-014, ISX-015: defaults.
 func TestISX002MissingMCPApprovesNothing(t *testing.T) {
 	home := t.TempDir()
 	m := mustLoadMCP(t, home)
@@ -317,6 +317,11 @@ func TestISX007To009And023InvalidMCP(t *testing.T) {
 		{"alias", "a: &x 3\n", 1, "a", "unknown key"},
 		{"alias value", "max-instances: &x 3\nmax-concurrent-tasks: *x\n", 2, "max-concurrent-tasks", "aliases"},
 		{"custom tag", "summary-model: !model haiku\n", 1, "summary-model", "tag"},
+		{"warm not a map", "warm: [tpl-a]\n", 1, "warm", "must be a mapping"},
+		{"warm bad name", "warm:\n  Tpl_A: 2\n", 2, "warm.Tpl_A", "not a template name"},
+		{"warm negative", "warm:\n  tpl-a: -1\n", 2, "warm.tpl-a", "negative"},
+		{"warm too many", "warm:\n  tpl-a: 65\n", 2, "warm.tpl-a", "too large"},
+		{"warm text", "warm:\n  tpl-a: two\n", 2, "warm.tpl-a", "whole number"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -338,6 +343,23 @@ func TestISX007To009And023InvalidMCP(t *testing.T) {
 				t.Errorf("message %q does not name %q and %q", msg, c.key, c.text)
 			}
 		})
+	}
+}
+
+// warm: counts copies per template, and only approved templates get any.
+func TestWarmSetting(t *testing.T) {
+	home := t.TempDir()
+	writeMCP(t, home, "templates: [tpl-dev]\nwarm:\n  tpl-dev: 2\n  tpl-other: 3\n")
+	m := mustLoadMCP(t, home)
+	if !reflect.DeepEqual(m.Warm, map[string]int{"tpl-dev": 2, "tpl-other": 3}) {
+		t.Fatalf("warm: %v", m.Warm)
+	}
+	if m.WarmCount("tpl-dev") != 2 || m.WarmCount("tpl-other") != 0 || m.WarmCount("tpl-none") != 0 {
+		t.Errorf("WarmCount: %d %d %d", m.WarmCount("tpl-dev"), m.WarmCount("tpl-other"), m.WarmCount("tpl-none"))
+	}
+	writeMCP(t, home, "templates: [tpl-dev]\n")
+	if m := mustLoadMCP(t, home); len(m.Warm) != 0 || m.WarmCount("tpl-dev") != 0 {
+		t.Errorf("without warm: %v", m.Warm)
 	}
 }
 

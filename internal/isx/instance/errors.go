@@ -1,12 +1,10 @@
 package instance
 
 import (
-	"fmt"
-
 	"github.com/incusspawn/isx/internal/coded"
 )
 
-// Codes carried by Error: machine-readable and stable.
+// Codes of this package's failures (NewError): machine-readable and stable.
 const (
 	// CodeInvalid: an argument isx does not accept (a name, a network mode).
 	CodeInvalid = "invalid_argument"
@@ -33,14 +31,9 @@ const (
 	CodePrepareFailed = "prepare_failed"
 )
 
-// Error is a failure with a code and a sentence a person can act on, about
-// the instance named; Err is the cause, when there is one.
-type Error struct {
-	coded.Base
-	Instance string
-}
-
-// NewError makes an Error whose message is formatted from format and args.
-func NewError(code, instance string, err error, format string, args ...any) *Error {
-	return &Error{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}, Instance: instance}
+// NewError is a failure with a code and a sentence a person can act on,
+// about the instance named (About "instance"); err is the cause, when
+// there is one.
+func NewError(code, instance string, err error, format string, args ...any) *coded.Error {
+	return coded.Wrap(code, err, format, args...).On("instance", instance)
 }

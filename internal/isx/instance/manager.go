@@ -48,6 +48,10 @@ type BranchOptions struct {
 	Config map[string]string
 	// NoStart leaves the new instance stopped.
 	NoStart bool
+	// Warm is a warm pool's stopped copy of From (TypeWarm) to take in
+	// place of copying From. If another caller took it first, From is
+	// copied as usual.
+	Warm string
 }
 
 // Branch makes a new instance as a copy of a built template (or of another
@@ -60,7 +64,11 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 	if err != nil {
 		return err
 	}
-	err = m.Client.CreateInstance(ctx, create)
+	if opts.Warm != "" {
+		err = m.takeWarm(ctx, opts.Warm, create)
+	} else {
+		err = m.Client.CreateInstance(ctx, create)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -80,6 +88,34 @@ func (m *Manager) Branch(ctx context.Context, opts BranchOptions) error {
 		return errors.Join(failed, cleanupErr)
 	}
 	return failed
+}
+
+// takeWarm makes create out of a warm copy: renamed first (Incus renames
+// only a stopped instance, and of two callers renaming one copy exactly
+// one succeeds), then given the config and devices create would have,
+// then started. The config leaves out Incus's volatile keys, which the
+// copy has of its own, and removes the pool's stamps.
+func (m *Manager) takeWarm(ctx context.Context, warm string, create incus.InstanceCreate) error {
+	err := m.Client.RenameInstance(ctx, warm, create.Name)
+	if errors.Is(err, incus.ErrNotFound) {
+		return m.Client.CreateInstance(ctx, create)
+	}
+	if err != nil {
+		return err
+	}
+	config := map[string]string{KeyWarm: "", KeyWarmFilling: ""}
+	for key, value := range create.Config {
+		if !strings.HasPrefix(key, "volatile.") {
+			config[key] = value
+		}
+	}
+	if err := m.Client.PatchInstance(ctx, create.Name, "", incus.InstancePatch{Config: config, Devices: create.Devices}); err != nil {
+		return err
+	}
+	if !create.Start {
+		return nil
+	}
+	return m.Client.StartInstance(ctx, create.Name)
 }
 
 // busyCreating recognises Incus refusing a create because an instance of

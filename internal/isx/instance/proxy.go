@@ -29,7 +29,9 @@ const (
 	ProxyAddress = "127.0.0.1:3128"
 
 	// RunDir holds what the host proxy writes into the instance at every
-	// start. It is a tmpfs, so none of it survives a stop.
+	// start. The proxy mounts a tmpfs of its own there before it writes
+	// anything (an image's /run may be on the root disk), so none of it
+	// survives a stop or travels with a copy.
 	RunDir = "/run/isx"
 	// SecretFile holds the instance secret of the current start.
 	SecretFile = RunDir + "/instance-secret"
@@ -115,14 +117,14 @@ type Preparation struct {
 }
 
 // Prepare writes the secret, the CA, the CA bundle with it and the profile
-// into a running instance through the Incus file API. It runs nothing in
-// the instance, except once per start (Fresh) a command that brings its
-// loopback up if it is down.
+// into a running instance through the Incus file API, once RunDir is a
+// tmpfs. It runs one command in the instance for that, which once per
+// start (Fresh) also brings its loopback up if it is down.
 func Prepare(ctx context.Context, c *incus.Client, name string, p Preparation) error {
 	fail := func(err error) error {
 		return NewError(CodePrepareFailed, name, err, "the host proxy could not prepare instance %s for this start", name)
 	}
-	if err := c.MakeDirectory(ctx, name, RunDir, incus.FileOptions{Mode: 0o755}); err != nil {
+	if err := prepareRunDir(ctx, c, name, p.Fresh); err != nil {
 		return fail(err)
 	}
 	trust, err := trustBundle(ctx, c, name, p.CA)
@@ -141,11 +143,6 @@ func Prepare(ctx context.Context, c *incus.Client, name string, p Preparation) e
 	for _, f := range files {
 		opts := incus.FileOptions{Mode: 0o644, MakeParents: f.path == ProfileFile}
 		if err := c.PushFile(ctx, name, f.path, bytes.NewReader(f.content), opts); err != nil {
-			return fail(err)
-		}
-	}
-	if p.Fresh {
-		if err := raiseLoopback(ctx, c, name); err != nil {
 			return fail(err)
 		}
 	}
@@ -176,18 +173,46 @@ func trustBundle(ctx context.Context, c *incus.Client, name string, ca []byte) (
 	return append(system, ca...), nil
 }
 
-// raiseLoopback brings lo up where no init did. It is a no-op where lo is
-// up or no ip command exists (an init that brings lo up does).
-func raiseLoopback(ctx context.Context, c *incus.Client, name string) error {
-	res, err := c.Exec(ctx, name, incus.ExecRequest{
-		Command: []string{"sh", "-c", `[ "$(cat /sys/class/net/lo/operstate 2>/dev/null)" != down ] || ! command -v ip >/dev/null || ip link set lo up`},
-		Timeout: 30 * time.Second,
-	})
+// runDirScript makes RunDir a tmpfs of its own unless it is one: what a
+// secret written on the root disk would do is go with every copy and
+// stay after a stop. Whatever an earlier isx left on the disk there is
+// removed first. It fails, so that nothing is written, when no tmpfs can
+// be had.
+const runDirScript = `set -f
+d=` + RunDir + `
+top() {
+	fs=
+	while IFS= read -r line; do
+		set -- $line
+		[ "$5" = "$d" ] || continue
+		while [ $# -gt 0 ] && [ "$1" != - ]; do shift; done
+		fs=$2
+	done </proc/self/mountinfo
+	[ "$fs" = tmpfs ]
+}
+if ! top; then
+	rm -rf "$d" && mkdir -p "$d" && mount -t tmpfs -o mode=0755,nosuid,nodev,noexec,size=8m isx "$d" && top ||
+		{ echo "cannot mount a tmpfs at $d, so the instance secret would be kept on disk" >&2; exit 1; }
+fi
+`
+
+// loopbackScript brings lo up where no init did. It is a no-op where lo
+// is up or no ip command exists (an init that brings lo up does).
+const loopbackScript = `[ "$(cat /sys/class/net/lo/operstate 2>/dev/null)" != down ] || ! command -v ip >/dev/null || ip link set lo up
+`
+
+// prepareRunDir runs runDirScript, and on a fresh start loopbackScript.
+func prepareRunDir(ctx context.Context, c *incus.Client, name string, fresh bool) error {
+	script := runDirScript
+	if fresh {
+		script += loopbackScript
+	}
+	res, err := c.Exec(ctx, name, incus.ExecRequest{Command: []string{"sh", "-c", script}, Timeout: 30 * time.Second})
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("bringing up loopback in %s: exit %d: %s", name, res.ExitCode, res.Stderr)
+		return fmt.Errorf("preparing %s in %s: exit %d: %s", RunDir, name, res.ExitCode, res.Stderr)
 	}
 	return nil
 }

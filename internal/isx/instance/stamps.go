@@ -30,6 +30,13 @@ const (
 	// isx mcp can report them without reading the definition.
 	KeyTools = Prefix + "tools"
 
+	// Keys of a warm pool's copy (TypeWarm); taking it removes both.
+	// KeyWarm is the build stamp (see BuildStamp) of the template it is a
+	// copy of; KeyWarmFilling the session still copying it, until the copy
+	// is done.
+	KeyWarm        = Prefix + "warm"
+	KeyWarmFilling = Prefix + "warm-filling"
+
 	// Keys isx mcp writes.
 	KeyMCPSession        = Prefix + "mcp-session"
 	KeyMCPOwner          = Prefix + "mcp-owner"
@@ -69,7 +76,19 @@ const (
 	// the host proxy serves it, with its template's accounts, until the
 	// build stamps it TypeBase.
 	TypeBuild = "build"
+	// TypeWarm is a stopped copy of a template kept in a warm pool: no
+	// list shows it and no limit counts it until a create takes it and
+	// stamps it TypeInstance.
+	TypeWarm = "warm"
 )
+
+// BuildStamp says which build of a template an instance is: Incus's
+// own id of the instance (every build makes a new one and renames it into
+// place) with the time isx stamped the build. A warm copy whose KeyWarm
+// differs from its template's BuildStamp is stale.
+func BuildStamp(config map[string]string) string {
+	return config["volatile.uuid"] + " " + config[KeyCreated]
+}
 
 // Stamps is what isx stamped on an instance, parsed from its Incus
 // config. Missing keys read as empty; a malformed time reads as zero (the

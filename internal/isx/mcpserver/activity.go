@@ -32,15 +32,15 @@ func (s *Server) addActivityTools() {
 
 func (s *Server) instanceActivity(ctx context.Context, _ *call, args InstanceArgs) (proxy.Activity, string, error) {
 	name := string(args.Instance)
-	if _, _, refusal := s.held(ctx, name); refusal != nil {
+	if _, _, refusal := s.hold.Held(ctx, name); refusal != nil {
 		return proxy.Activity{}, "", refusal
 	}
 	if s.opts.Proxy == nil {
-		return proxy.Activity{}, "", refusef(CodeUnavailable, "isx mcp runs without the host proxy, so nothing counts the traffic of %s", name).on(name, "")
+		return proxy.Activity{}, "", refusef(CodeUnavailable, "isx mcp runs without the host proxy, so nothing counts the traffic of %s", name).On(aboutInstance, name)
 	}
 	activity, err := s.opts.Proxy.Activity(ctx, name)
 	if err != nil {
-		return proxy.Activity{}, "", refuseWith(CodeUnavailable, err, "the host proxy cannot say what it counted of %s: %v", name, err).on(name, "")
+		return proxy.Activity{}, "", refuseWith(CodeUnavailable, err, "the host proxy cannot say what it counted of %s: %v", name, err).On(aboutInstance, name)
 	}
 	return activity, activityText(activity), nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/holding"
+	"github.com/incusspawn/isx/internal/isx/holding/holdingtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
@@ -196,7 +198,7 @@ func TestDormancyReadsTheCountersISX210(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := deadSession(t)
+	dead := holdingtest.DeadSession(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	fake := newFakeProxy(t, p, now)
 	m := &instance.Manager{Client: p.client, Clock: clock.Real{}, ProxyDir: config.ProxyDir(p.home)}
@@ -207,11 +209,11 @@ func TestDormancyReadsTheCountersISX210(t *testing.T) {
 	if _, err := fake.server.Admit(p.ctx(), "quiet"); err != nil {
 		t.Fatal(err)
 	}
-	p.startTask(t, "quiet", "sleep 3600", true)
+	holdingtest.StartTask(t, p.client, "quiet", "sleep 3600", true)
 	proxytest.PushClient(t, p.client, "quiet")
-	sweep := func() *SweepReport {
+	sweep := func() *holding.SweepReport {
 		t.Helper()
-		report, err := Sweep(context.Background(), SweepOptions{Client: p.client, Home: p.home, Owner: owner, Session: "sweeper",
+		report, err := holding.Sweep(context.Background(), holding.SweepOptions{Client: p.client, Home: p.home, Owner: owner, Session: "sweeper",
 			Policy: policy, Clock: fake.clock, Activity: proxy.Connect(p.home)})
 		if err != nil {
 			t.Fatal(err)

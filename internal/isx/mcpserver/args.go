@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
@@ -31,12 +33,9 @@ type (
 	IdempotencyKey string
 )
 
-// maxInstanceName is Incus's limit on an instance name.
-const maxInstanceName = 63
-
 var (
 	instanceNameSchema = mcpkit.TypeSchema{Type: reflect.TypeFor[InstanceName](), Schema: &jsonschema.Schema{
-		Type: "string", Pattern: `^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`, MaxLength: ptr(maxInstanceName)}}
+		Type: "string", Pattern: `^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`, MaxLength: ptr(holding.MaxInstanceName)}}
 	taskIDSchema = mcpkit.TypeSchema{Type: reflect.TypeFor[TaskID](), Schema: &jsonschema.Schema{
 		Type: "string", Pattern: `^t-[a-z2-7]{10}$`}}
 	idempotencyKeySchema = mcpkit.TypeSchema{Type: reflect.TypeFor[IdempotencyKey](), Schema: &jsonschema.Schema{
@@ -73,8 +72,8 @@ func invalid(format string, args ...any) error {
 }
 
 // invalidArguments is a refusal for arguments Tool.Decode did not accept.
-func invalidArguments(err error) *Refusal {
-	if r, ok := err.(*Refusal); ok {
+func invalidArguments(err error) *coded.Error {
+	if r, ok := err.(*coded.Error); ok {
 		return r
 	}
 	return refusef(CodeInvalidArgument, "%s", err.Error())

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,23 +14,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/testkit"
 )
-
-// durations collects timed iterations, for the median.
-type durations []time.Duration
-
-func (d durations) median() time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(d)
-	slices.Sort(sorted)
-	return sorted[len(sorted)/2]
-}
-
-func (d durations) report(b *testing.B) {
-	b.ReportMetric(float64(d.median().Microseconds())/1000, "median-ms")
-}
 
 const initializeRequest = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}` + "\n"
 
@@ -40,7 +25,7 @@ func BenchmarkStartToInitialize(b *testing.B) {
 	e := newEnv(b)
 	e.writeMCP("templates: []\n")
 	binary := isxBinary(b)
-	var times durations
+	var times testkit.Durations
 	b.ResetTimer()
 	for range b.N {
 		cmd := exec.Command(binary, "mcp")
@@ -74,7 +59,7 @@ func BenchmarkStartToInitialize(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	times.report(b)
+	times.Report(b)
 }
 
 // BenchmarkExecTrue: a foreground exec of `true` through MCP (the go-sdk
@@ -92,7 +77,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("mcp", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			res := s.call("exec", map[string]any{"instance": made.Instance, "command": "true"})
@@ -101,11 +86,11 @@ func BenchmarkExecTrue(b *testing.B) {
 				b.Fatal(resultText(res))
 			}
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	// For comparison: the Exec isx mcp makes, called directly.
 	b.Run("incus-api", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			_, err := e.client.Exec(context.Background(), made.Instance, incus.ExecRequest{
@@ -116,7 +101,7 @@ func BenchmarkExecTrue(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	cli := func() {
 		out, err := exec.Command(incusCLI, "exec", "--project", e.client.ProjectName(), made.Instance, "--", "true").CombinedOutput()
@@ -125,18 +110,18 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	b.Run("incus-cli", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			cli()
 			times = append(times, time.Since(began))
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	// The two alternated, so that load from elsewhere on the machine falls
 	// on both alike: ratio is mcp's median over the CLI's.
 	b.Run("ratio", func(b *testing.B) {
-		var viaMCP, viaCLI durations
+		var viaMCP, viaCLI testkit.Durations
 		for range b.N {
 			began := time.Now()
 			if res := s.call("exec", map[string]any{"instance": made.Instance, "command": "true"}); res.IsError {
@@ -147,9 +132,9 @@ func BenchmarkExecTrue(b *testing.B) {
 			cli()
 			viaCLI = append(viaCLI, time.Since(began))
 		}
-		b.ReportMetric(float64(viaMCP.median())/float64(viaCLI.median()), "mcp/cli")
-		b.ReportMetric(float64(viaMCP.median().Microseconds())/1000, "mcp-median-ms")
-		b.ReportMetric(float64(viaCLI.median().Microseconds())/1000, "cli-median-ms")
+		b.ReportMetric(float64(viaMCP.Median())/float64(viaCLI.Median()), "mcp/cli")
+		b.ReportMetric(float64(viaMCP.Median().Microseconds())/1000, "mcp-median-ms")
+		b.ReportMetric(float64(viaCLI.Median().Microseconds())/1000, "cli-median-ms")
 	})
 }
 
@@ -187,7 +172,7 @@ func BenchmarkListInstances(b *testing.B) {
 		}
 	}
 	b.Run(fmt.Sprint(count), func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			res := s.call("list_instances", map[string]any{})
@@ -199,11 +184,11 @@ func BenchmarkListInstances(b *testing.B) {
 				b.Fatalf("%d instances listed", len(listed))
 			}
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	// For comparison: the one Incus request list_instances makes.
 	b.Run(fmt.Sprint(count)+"/incus-api", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			if _, err := e.client.Instances(context.Background()); err != nil {
@@ -211,6 +196,66 @@ func BenchmarkListInstances(b *testing.B) {
 			}
 			times = append(times, time.Since(began))
 		}
-		times.report(b)
+		times.Report(b)
 	})
+}
+
+// BenchmarkCreateWarm: create_instance, from the call to its result (the
+// instance running and answering exec), taking a copy from the warm pool
+// beside the same call with the pool empty (the cold path) and beside
+// `incus copy` + start of the template through the API with the first
+// exec answered, alternated in one run so that load from elsewhere falls
+// on all alike. Target (issue 24): warm under 100 ms median.
+func BenchmarkCreateWarm(b *testing.B) {
+	for _, tpl := range []string{buildtest.BusyBox, buildtest.Debian} {
+		b.Run(strings.TrimPrefix(tpl, "tpl-test-"), func(b *testing.B) { benchCreateWarm(b, tpl) })
+	}
+}
+
+func benchCreateWarm(b *testing.B, tpl string) {
+	e := newEnv(b, tpl)
+	base := "templates: [" + tpl + "]\nmax-instances: 100\n"
+	e.writeMCP(base)
+	s := e.start(sessionOptions{})
+	create := func(times *testkit.Durations) {
+		var made CreateInstanceResult
+		began := time.Now()
+		s.ok("create_instance", map[string]any{"template": tpl}, &made)
+		*times = append(*times, time.Since(began))
+		s.ok("destroy_instance", map[string]any{"instance": made.Instance}, nil)
+	}
+	copyStart := func(times *testkit.Durations) {
+		ctx := e.ctx()
+		began := time.Now()
+		if err := e.client.CreateInstance(ctx, incus.InstanceCreate{Name: "bench-copy", Source: incus.CopySource(tpl, true), Start: true}); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			res, err := e.client.Exec(ctx, "bench-copy", incus.ExecRequest{Command: []string{"true"}})
+			if err == nil && res.ExitCode == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				b.Fatal(err)
+			}
+		}
+		*times = append(*times, time.Since(began))
+		if err := e.client.DeleteInstance(ctx, "bench-copy", true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var warmTimes, coldTimes, copyTimes testkit.Durations
+	for range b.N {
+		e.writeMCP(base + "warm:\n  " + tpl + ": 1\n")
+		e.waitWarmOf(s, tpl, 1)
+		create(&warmTimes)
+		e.writeMCP(base)
+		e.waitWarmOf(s, tpl, 0)
+		create(&coldTimes)
+		copyStart(&copyTimes)
+	}
+	b.ReportMetric(float64(warmTimes.Median().Microseconds())/1000, "warm-median-ms")
+	b.ReportMetric(float64(coldTimes.Median().Microseconds())/1000, "cold-median-ms")
+	b.ReportMetric(float64(copyTimes.Median().Microseconds())/1000, "copy-start-median-ms")
+	b.ReportMetric(float64(warmTimes.Median())/float64(coldTimes.Median()), "warm/cold")
 }

@@ -3,16 +3,12 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/incusspawn/isx/internal/clock"
-	"github.com/incusspawn/isx/internal/isx/incus"
-	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
 // CoordinatePrompt is the prompt that offers the coordination workflow
@@ -48,29 +44,15 @@ func (s *Server) addPrompts() {
 	})
 }
 
-// CoordinatorSession is the session of the coordinator instance name:
-// the instance itself, refused unless it holds the grant.
-func CoordinatorSession(ctx context.Context, c *incus.Client, name string) (string, error) {
-	inst, _, err := c.GetInstance(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	if !instance.Coordinator(inst) {
-		return "", refusef(CodeRefused, "%s may not call isx mcp: only `isx branch --mcp-client` grants it", name)
-	}
-	return instance.CoordinatorSession(inst), nil
-}
-
 // ServeHTTP serves a coordinator over Streamable HTTP on l until ctx
 // ends. The session outlives every connection: ending one releases
 // nothing, and a new connection ends the one before it.
 func (s *Server) ServeHTTP(ctx context.Context, l net.Listener) error {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: time.Minute}
-	if s.opts.SweepAtStart {
-		s.work.Go(func() { s.sweepAtStart(ctx) })
-	}
+	srv := &http.Server{Handler: handler}
+	s.opts.HTTPLimits.Apply(srv)
+	s.startBackground(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	var err error
@@ -114,28 +96,7 @@ func (s *Server) connected(current *mcp.ServerSession) {
 func (s *Server) releaseUnapproved(ctx context.Context) error {
 	policy, _, refusal := loadPolicy(s.opts.Home)
 	if refusal != nil {
-		return refusal
+		return fmt.Errorf("%s: %w", refusal.Code, refusal)
 	}
-	views, err := s.userInstances(ctx)
-	if err != nil {
-		return err
-	}
-	return s.stamper().stampOrphans(ctx, slices.DeleteFunc(views, func(v mcpView) bool {
-		m := v.stamps.MCP
-		return m.Session != s.opts.Session || m.Orphaned != "" || policy.Approves(v.stamps.Template)
-	}))
-}
-
-// ReleaseSession stamps orphaned every instance of owner that session
-// holds: what destroying a coordinator, or withdrawing its grant, does to
-// its instances.
-func ReleaseSession(ctx context.Context, c *incus.Client, clk clock.Clock, owner, session string) error {
-	views, err := userInstances(ctx, c, owner)
-	if err != nil {
-		return err
-	}
-	st := stamper{client: c, clock: clk}
-	return st.stampOrphans(ctx, slices.DeleteFunc(views, func(v mcpView) bool {
-		return v.stamps.MCP.Session != session || v.stamps.MCP.Orphaned != ""
-	}))
+	return s.hold.ReleaseUnapproved(ctx, policy.Approves)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
@@ -52,7 +53,7 @@ func TestCrashReplay(t *testing.T) {
 	})
 	a.kill()
 	<-pending
-	if state := e.instanceConfig(reserved)[instance.KeyMCPState]; state != stateCreating {
+	if state := e.instanceConfig(reserved)[instance.KeyMCPState]; state != holding.StateCreating {
 		t.Logf("the kill came after the instance was ready (state %q); the repeat must replay all the same", state)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/delegate"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
@@ -87,7 +88,7 @@ const defaultDelegateHint = "task"
 
 func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (DelegateResult, string, error) {
 	key := keyOf(args.IdempotencyKey)
-	defer s.keys.lock("task:" + key)()
+	defer s.keys.Lock("task:" + key)()
 	name := string(args.Instance)
 	if args.Template != "" {
 		if !c.policy.Approves(args.Template) {
@@ -110,25 +111,25 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 		}
 		name = found
 	}
-	views, err := s.userInstances(ctx)
+	views, err := s.hold.Instances(ctx)
 	if err != nil {
 		return DelegateResult{}, "", err
 	}
-	repeat, refusal := s.keyRepeat(ctx, views, name, key)
-	if refusal != nil {
-		return DelegateResult{}, "", refusal
+	repeat, _, err := s.hold.Repeat(ctx, views, name, key)
+	if err != nil {
+		return DelegateResult{}, "", err
 	}
-	v, _, refusal := s.heldRunning(ctx, name)
-	if refusal != nil {
-		return DelegateResult{}, "", refusal
+	v, _, err := s.hold.HeldRunning(ctx, name)
+	if err != nil {
+		return DelegateResult{}, "", err
 	}
 	tool, adapter, refusal := chooseAgent(v, args.Agent)
 	if refusal != nil {
-		return DelegateResult{}, "", refusal.on(name, "")
+		return DelegateResult{}, "", refusal.On(aboutInstance, name)
 	}
-	permission, refusal := agentPermission(c.policy, v.stamps.Template, adapter.Name())
+	permission, refusal := agentPermission(c.policy, v.Stamps.Template, adapter.Name())
 	if refusal != nil {
-		return DelegateResult{}, "", refusal.on(name, "")
+		return DelegateResult{}, "", refusal.On(aboutInstance, name)
 	}
 	model := args.Model
 	if model == "" {
@@ -143,9 +144,9 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 		// What must hold before the agent starts, read at once: no agent
 		// already working there, the checkout's HEAD, the model.
 		var (
-			wg                 sync.WaitGroup
-			busy, modelRefusal *Refusal
-			baseErr            error
+			wg            sync.WaitGroup
+			busy, baseErr error
+			modelRefusal  *coded.Error
 		)
 		wg.Go(func() { busy = s.oneAgentAtATime(ctx, name) })
 		wg.Go(func() { record.BaseCommit, baseErr = s.baseCommit(ctx, name, cwd) })
@@ -164,14 +165,12 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 	}
 	release := func() {}
 	if !repeat {
-		release, refusal = s.reserveTask(ctx, views, c.policy.MaxConcurrentTasks)
-		if refusal != nil {
-			return DelegateResult{}, "", refusal
+		release, err = s.hold.ReserveTask(ctx, views, c.policy.MaxConcurrentTasks)
+		if err != nil {
+			return DelegateResult{}, "", err
 		}
 		if key != "" {
-			if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-				return map[string]string{instance.KeyMCPTaskKeys: withWord(v.stamps.MCP.TaskKeys, key)}, nil
-			}); err != nil {
+			if err := s.hold.ReserveKey(ctx, name, key); err != nil {
 				release()
 				return DelegateResult{}, "", err
 			}
@@ -199,7 +198,7 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 	s.observe(name, info)
 	out := DelegateResult{
 		Instance: name, TaskID: info.ID, Kind: KindDelegate, Agent: adapter.Name(), Model: model, Run: info.Run,
-		State: TaskState(info.State), Replayed: started.Replayed, JoinCommand: JoinCommand(info.ID, name),
+		State: TaskState(info.State), Replayed: started.Replayed, JoinCommand: task.JoinCommand(info.ID, name),
 	}
 	if rec := info.Record; rec != nil && rec.Delegate != nil {
 		out.Agent, out.SessionID = rec.Delegate.Agent, rec.Delegate.Session
@@ -216,67 +215,30 @@ func (s *Server) delegate(ctx context.Context, c *call, args DelegateArgs) (Dele
 
 // keyedInstance finds the instance in which key already made a task, so
 // that a repeated delegate with a template goes back there.
-func (s *Server) keyedInstance(ctx context.Context, key string) (string, *Refusal) {
+func (s *Server) keyedInstance(ctx context.Context, key string) (string, error) {
 	if key == "" {
 		return "", nil
 	}
-	views, err := s.userInstances(ctx)
+	views, err := s.hold.Instances(ctx)
 	if err != nil {
-		return "", asRefusal(err)
+		return "", err
 	}
-	for _, v := range views {
-		if slices.Contains(v.taskKeys, key) {
-			if v.holdingFor(s.opts.Session) == orphaned {
-				if _, _, refusal := s.takeOver(ctx, v.inst.Name, false); refusal != nil {
-					return "", refusal
-				}
-				s.adoptTasks(ctx, v)
-			}
-			return v.inst.Name, nil
+	v, ok := holding.KeyedTask(views, key)
+	if !ok {
+		return "", nil
+	}
+	if v.HoldingFor(s.opts.Session) == holding.Orphaned {
+		if _, _, err := s.hold.TakeOver(ctx, v.Inst.Name, false); err != nil {
+			return "", err
 		}
+		s.adoptTasks(ctx, v)
 	}
-	return "", nil
-}
-
-// keyRepeat says whether key already made a task in instance name, and
-// refuses a key that made one in another instance (ISX-166).
-func (s *Server) keyRepeat(ctx context.Context, views []mcpView, name, key string) (bool, *Refusal) {
-	if key == "" {
-		return false, nil
-	}
-	for _, v := range views {
-		if !slices.Contains(v.taskKeys, key) {
-			continue
-		}
-		if v.inst.Name != name {
-			return false, refusef(CodeInvalidArgument, "idempotency key %q made a task in instance %s, not %s; a repeat must name the same instance, so use another key for something else", key, v.inst.Name, name).on(name, "")
-		}
-		if v.holdingFor(s.opts.Session) == orphaned {
-			if _, _, refusal := s.takeOver(ctx, name, false); refusal != nil {
-				return false, refusal
-			}
-		}
-		return true, nil
-	}
-	return false, nil
-}
-
-// markRunning adds a task to its instance's running stamp, counted by
-// max-concurrent-tasks.
-func (s *Server) markRunning(ctx context.Context, name string, info task.Info) {
-	if info.State != task.StateRunning {
-		return
-	}
-	if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-		return map[string]string{instance.KeyMCPRunning: withWord(v.stamps.MCP.Running, info.ID)}, nil
-	}); err != nil {
-		s.warnf("recording running task %s of %s: %v", info.ID, name, err)
-	}
+	return v.Inst.Name, nil
 }
 
 // chooseAgent picks the agent of a delegate among those the instance's
 // template installed: the one asked for, else Claude, else Codex.
-func chooseAgent(v mcpView, asked string) (instance.Tool, delegate.Adapter, *Refusal) {
+func chooseAgent(v holding.View, asked string) (instance.Tool, delegate.Adapter, *coded.Error) {
 	tools := agentTools(v)
 	names := make([]string, 0, len(tools))
 	for _, t := range tools {
@@ -290,7 +252,7 @@ func chooseAgent(v mcpView, asked string) (instance.Tool, delegate.Adapter, *Ref
 		case slices.Contains(names, delegate.Codex):
 			pick = delegate.Codex
 		default:
-			return instance.Tool{}, nil, refusef(CodeWrongState, "instance %s (template %s) has neither Claude Code nor Codex installed (it has: %s); name an installed agent, or use a template whose tools install one", v.inst.Name, v.stamps.Template, listOrNone(names))
+			return instance.Tool{}, nil, refusef(CodeWrongState, "instance %s (template %s) has neither Claude Code nor Codex installed (it has: %s); name an installed agent, or use a template whose tools install one", v.Inst.Name, v.Stamps.Template, listOrNone(names))
 		}
 	}
 	for _, t := range tools {
@@ -302,7 +264,7 @@ func chooseAgent(v mcpView, asked string) (instance.Tool, delegate.Adapter, *Ref
 			return t, adapter, nil
 		}
 	}
-	return instance.Tool{}, nil, refusef(CodeInvalidArgument, "template %s of instance %s does not install %s (it has: %s); list_templates shows each template's delegate_agents", v.stamps.Template, v.inst.Name, pick, listOrNone(names))
+	return instance.Tool{}, nil, refusef(CodeInvalidArgument, "template %s of instance %s does not install %s (it has: %s); list_templates shows each template's delegate_agents", v.Stamps.Template, v.Inst.Name, pick, listOrNone(names))
 }
 
 func listOrNone(names []string) string {
@@ -313,8 +275,8 @@ func listOrNone(names []string) string {
 }
 
 // agentTools are the agents the instance's template installed.
-func agentTools(v mcpView) []instance.Tool {
-	tools, err := v.stamps.Tools()
+func agentTools(v holding.View) []instance.Tool {
+	tools, err := v.Stamps.Tools()
 	if err != nil {
 		return nil
 	}
@@ -322,14 +284,14 @@ func agentTools(v mcpView) []instance.Tool {
 }
 
 // hasAgent reports whether the instance has the named agent.
-func hasAgent(v mcpView, name string) bool {
+func hasAgent(v holding.View, name string) bool {
 	return slices.ContainsFunc(agentTools(v), func(t instance.Tool) bool { return t.Name == name })
 }
 
 // agentPermission is the permission an agent runs with on a template:
 // Claude's permission mode and Codex's sandbox mode from mcp.yaml; Pi and
 // opencode always have full access.
-func agentPermission(policy *config.MCP, tpl, agent string) (string, *Refusal) {
+func agentPermission(policy *config.MCP, tpl, agent string) (string, *coded.Error) {
 	switch agent {
 	case delegate.Claude:
 		return policy.ClaudePermissionMode(tpl), nil
@@ -356,15 +318,15 @@ func workdirOf(tool instance.Tool) string {
 
 // oneAgentAtATime refuses a delegate into an instance whose agent is
 // still working: two agents would edit one checkout at once.
-func (s *Server) oneAgentAtATime(ctx context.Context, name string) *Refusal {
+func (s *Server) oneAgentAtATime(ctx context.Context, name string) error {
 	infos, err := task.List(ctx, s.opts.Client, name)
 	if err != nil {
-		return asRefusal(err)
+		return err
 	}
 	for _, info := range infos {
 		if info.Kind() == task.KindDelegate && info.State == task.StateRunning {
 			s.observe(name, info)
-			return refusef(CodeBusy, "an agent is already working in %s (task %s); wait for it, cancel_task it, or delegate into another instance", name, info.ID).on(name, info.ID)
+			return refusef(CodeBusy, "an agent is already working in %s (task %s); wait for it, cancel_task it, or delegate into another instance", name, info.ID).On(aboutInstance, name).On(aboutTask, info.ID)
 		}
 	}
 	return nil
@@ -386,11 +348,11 @@ func (s *Server) baseCommit(ctx context.Context, name, cwd string) (string, erro
 		return "", execRefusal(name, err)
 	}
 	if res.ExitCode == 3 {
-		return "", refusef(CodeInvalidArgument, "the working directory %s does not exist in %s, or the agent user cannot enter it", cwd, name).on(name, "")
+		return "", refusef(CodeInvalidArgument, "the working directory %s does not exist in %s, or the agent user cannot enter it", cwd, name).On(aboutInstance, name)
 	}
 	head := strings.TrimSpace(string(res.Stdout))
 	if head != "" && head != "-" && !commitPattern.MatchString(head) {
-		return "", refusef(CodeInternal, "instance %s named HEAD of %s in a form isx does not understand", name, cwd).on(name, "")
+		return "", refusef(CodeInternal, "instance %s named HEAD of %s in a form isx does not understand", name, cwd).On(aboutInstance, name)
 	}
 	return head, nil
 }
@@ -424,9 +386,9 @@ var sendMessageTool = newTool[SendMessageArgs, DelegateResult](mcpkit.Spec{
 
 func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs) (DelegateResult, string, error) {
 	name, id := string(args.Instance), string(args.TaskID)
-	v, _, refusal := s.heldRunning(ctx, name)
-	if refusal != nil {
-		return DelegateResult{}, "", refusal.on("", id)
+	v, _, err := s.hold.HeldRunning(ctx, name)
+	if err != nil {
+		return DelegateResult{}, "", on(err, "", id)
 	}
 	d, err := s.readDelegate(ctx, name, id, 64<<10, 0)
 	if err != nil {
@@ -435,25 +397,25 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 	info, rec := d.run.Status, d.record
 	switch info.State {
 	case task.StateLost:
-		return DelegateResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).on(name, id)
+		return DelegateResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).On(aboutInstance, name).On(aboutTask, id)
 	case task.StateRunning:
-		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is still running; wait for it (task_status with wait_seconds) before sending a message", id).on(name, id)
+		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is still running; wait for it (task_status with wait_seconds) before sending a message", id).On(aboutInstance, name).On(aboutTask, id)
 	case task.StateAttached:
-		return DelegateResult{}, "", refusef(CodeWrongState, "a person is in the conversation of task %s (isx shell --task); send_message waits until they leave it, so the two of you never race on one conversation", id).on(name, id)
+		return DelegateResult{}, "", refusef(CodeWrongState, "a person is in the conversation of task %s (isx shell --task); send_message waits until they leave it, so the two of you never race on one conversation", id).On(aboutInstance, name).On(aboutTask, id)
 	}
 	if rec == nil {
-		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is a command task; send_message continues delegate tasks only", id).on(name, id)
+		return DelegateResult{}, "", refusef(CodeWrongState, "task %s is a command task; send_message continues delegate tasks only", id).On(aboutInstance, name).On(aboutTask, id)
 	}
 	adapter, err := delegate.Of(rec.Agent)
 	if err != nil {
-		return DelegateResult{}, "", refusef(CodeInternal, "task %s records an agent isx does not know: %v", id, err).on(name, id)
+		return DelegateResult{}, "", refusef(CodeInternal, "task %s records an agent isx does not know: %v", id, err).On(aboutInstance, name).On(aboutTask, id)
 	}
 	if d.session == "" {
-		return DelegateResult{}, "", refusef(CodeWrongState, "%s has not saved a session for task %s yet, so there is no conversation to continue; delegate the follow-up as a new task", adapter.Name(), id).on(name, id)
+		return DelegateResult{}, "", refusef(CodeWrongState, "%s has not saved a session for task %s yet, so there is no conversation to continue; delegate the follow-up as a new task", adapter.Name(), id).On(aboutInstance, name).On(aboutTask, id)
 	}
-	permission, refusal := agentPermission(c.policy, v.stamps.Template, adapter.Name())
+	permission, refusal := agentPermission(c.policy, v.Stamps.Template, adapter.Name())
 	if refusal != nil {
-		return DelegateResult{}, "", refusal.on(name, id)
+		return DelegateResult{}, "", refusal.On(aboutInstance, name).On(aboutTask, id)
 	}
 	model := rec.Model
 	if model == "" {
@@ -463,20 +425,20 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 			}
 		}
 	}
-	views, err := s.userInstances(ctx)
+	views, err := s.hold.Instances(ctx)
 	if err != nil {
 		return DelegateResult{}, "", err
 	}
-	release, refusal := s.reserveTask(ctx, views, c.policy.MaxConcurrentTasks)
-	if refusal != nil {
-		return DelegateResult{}, "", refusal
+	release, err := s.hold.ReserveTask(ctx, views, c.policy.MaxConcurrentTasks)
+	if err != nil {
+		return DelegateResult{}, "", err
 	}
 	defer release()
 	launch := delegate.Launch{Prompt: args.Message, Model: model, Session: d.session, Resume: true, Permission: permission}
 	next, err := task.NewStarter(s.opts.Clock, s.opts.Random).NextRun(ctx, s.opts.Client, name, id, d.run.Status.Record.Cwd, delegate.Command(adapter, launch))
 	if err != nil {
 		if coded.CodeOf(err) == task.CodeInternal {
-			r := asRefusal(err)
+			r := refusalOf(err)
 			r.Code = CodeTaskFailed
 			return DelegateResult{}, "", r
 		}
@@ -486,7 +448,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 	s.observe(name, *next)
 	out := DelegateResult{
 		Instance: name, TaskID: id, Kind: KindDelegate, Agent: adapter.Name(), Model: model, Run: next.Run,
-		State: TaskState(next.State), SessionID: d.session, JoinCommand: JoinCommand(id, name),
+		State: TaskState(next.State), SessionID: d.session, JoinCommand: task.JoinCommand(id, name),
 	}
 	return out, fmt.Sprintf("Sent the message to %s; it resumes session %s as run %d of task %s in %s.", adapter.Name(), d.session, next.Run, id, name), nil
 }
@@ -520,8 +482,7 @@ func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail i
 		return d, nil
 	}
 	d.adapter = adapter
-	stream := joinStream(run.Head, run.Tail, run.Status.StdoutBytes)
-	d.report = adapter.Parse(stream)
+	d.report = adapter.Parse(run.Stream())
 	if saver, ok := adapter.(delegate.Saver); ok {
 		// ISX-108..110: Pi's session counts once Pi saved it, and no
 		// longer once it is gone.
@@ -542,20 +503,6 @@ func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail i
 		}
 	}
 	return d, nil
-}
-
-// joinStream puts the head and tail of a stream of size bytes back
-// together: whole when they overlap, else with the middle left out (the
-// tail's first, cut line is then not JSON and is skipped).
-func joinStream(head, tail []byte, size int64) []byte {
-	switch {
-	case size <= int64(len(head)):
-		return head
-	case size <= int64(len(head)+len(tail)):
-		overlap := int64(len(head)+len(tail)) - size
-		return append(append([]byte{}, head...), tail[overlap:]...)
-	}
-	return append(append(append([]byte{}, head...), '\n'), tail...)
 }
 
 // sessionSavedScript succeeds when a file matches the pattern.

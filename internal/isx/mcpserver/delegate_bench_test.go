@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // BenchmarkExitToNotification: from a task's process exiting in the
@@ -32,7 +33,7 @@ func BenchmarkExitToNotification(b *testing.B) {
 		return time.Unix(0, nanos)
 	}
 	b.Run("notification", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			var bg ExecResult
 			s.ok("exec", map[string]any{"instance": inst.Instance, "command": command, "background": true}, &bg)
@@ -47,10 +48,10 @@ func BenchmarkExitToNotification(b *testing.B) {
 			times = append(times, heard.Sub(ended(bg.TaskID)))
 			b.StartTimer()
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	b.Run("baseline-poll-2s", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			var bg ExecResult
 			s.ok("exec", map[string]any{"instance": inst.Instance, "command": command, "background": true}, &bg)
@@ -67,7 +68,7 @@ func BenchmarkExitToNotification(b *testing.B) {
 			times = append(times, heard.Sub(ended(bg.TaskID)))
 			b.StartTimer()
 		}
-		times.report(b)
+		times.Report(b)
 	})
 }
 
@@ -80,7 +81,7 @@ func BenchmarkAgentExitToNotification(b *testing.B) {
 	s := w.start(sessionOptions{notify: true})
 	var inst CreateInstanceResult
 	s.ok("create_instance", map[string]any{"template": agentsTemplate}, &inst)
-	var times durations
+	var times testkit.Durations
 	for range b.N {
 		var d DelegateResult
 		s.ok("delegate", map[string]any{"instance": inst.Instance, "instruction": "done: nothing"}, &d)
@@ -96,7 +97,7 @@ func BenchmarkAgentExitToNotification(b *testing.B) {
 		times = append(times, heard.Sub(ended))
 		b.StartTimer()
 	}
-	times.report(b)
+	times.Report(b)
 }
 
 // BenchmarkDelegateToAgentStarted: a delegate call, from the request to
@@ -110,7 +111,7 @@ func BenchmarkDelegateToAgentStarted(b *testing.B) {
 	var inst CreateInstanceResult
 	s.ok("create_instance", map[string]any{"template": agentsTemplate}, &inst)
 	b.Run("delegate", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			var d DelegateResult
@@ -120,10 +121,10 @@ func BenchmarkDelegateToAgentStarted(b *testing.B) {
 			s.ok("cancel_task", map[string]any{"instance": inst.Instance, "task_id": d.TaskID}, nil)
 			b.StartTimer()
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	b.Run("baseline-background-exec", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			var bg ExecResult
@@ -133,7 +134,7 @@ func BenchmarkDelegateToAgentStarted(b *testing.B) {
 			s.ok("cancel_task", map[string]any{"instance": inst.Instance, "task_id": bg.TaskID}, nil)
 			b.StartTimer()
 		}
-		times.report(b)
+		times.Report(b)
 	})
 }
 
@@ -153,7 +154,7 @@ git add -A && git -c user.name=b -c user.email=b@b commit -q -m big`, "timeout_s
 	waitFinished(b, s, d.TaskID, 1, 3*time.Minute)
 	s.ok("exec", map[string]any{"instance": inst.Instance, "command": `cd big && for f in $(seq 10); do echo more >> d1/f$f; done && for f in $(seq 5); do echo new > new$f; done`}, nil)
 	b.Run("get_diff-stat", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			var stat GetDiffResult
@@ -163,15 +164,15 @@ git add -A && git -c user.name=b -c user.email=b@b commit -q -m big`, "timeout_s
 				b.Fatalf("%d files changed, want 16", len(stat.Files))
 			}
 		}
-		times.report(b)
+		times.Report(b)
 	})
 	b.Run("baseline-exec-git-diff-stat", func(b *testing.B) {
-		var times durations
+		var times testkit.Durations
 		for range b.N {
 			began := time.Now()
 			s.ok("exec", map[string]any{"instance": inst.Instance, "command": "cd big && git diff --stat HEAD"}, nil)
 			times = append(times, time.Since(began))
 		}
-		times.report(b)
+		times.Report(b)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/delegate/delegatetest"
 	"github.com/incusspawn/isx/internal/isx/proxy"
+	"github.com/incusspawn/isx/internal/isx/task"
 )
 
 // agentsTemplate installs Claude Code and Codex (testdata/templates).
@@ -100,8 +101,8 @@ func waitFinished(t testing.TB, s *session, taskID string, run int, within time.
 // follow-up that resumes the same session (the fake sees the earlier
 // conversation), a second diff, and the tokens the proxy counted.
 //
-// ISX-066, ISX-067, ISX-069..078, ISX-082, ISX-083, ISX-085, ISX-089,
-// ISX-098, ISX-100, ISX-102, ISX-105, ISX-106, ISX-129, ISX-131, ISX-133..137,
+// ISX-066, ISX-067, ISX-069, ISX-070, ISX-071, ISX-072, ISX-073, ISX-074, ISX-075, ISX-076, ISX-077, ISX-078, ISX-082, ISX-083, ISX-085, ISX-089,
+// ISX-098, ISX-100, ISX-102, ISX-105, ISX-106, ISX-129, ISX-131, ISX-133, ISX-134, ISX-135, ISX-136, ISX-137,
 // ISX-139, ISX-143, ISX-197, ISX-198, ISX-025, ISX-041, ISX-042, ISX-153.
 func TestDelegateFlowISX066(t *testing.T) {
 	w := newAgentWorld(t, "templates: ["+agentsTemplate+"]\n")
@@ -167,7 +168,7 @@ func (w *agentWorld) flow(t *testing.T, s *session, agent string) {
 	if !strings.HasPrefix(d.Instance, "mcp-test-debian-child-"+hint+"-") || d.Agent != agent || d.Kind != KindDelegate || d.Run != 1 {
 		t.Fatalf("delegate = %+v", d)
 	}
-	if d.JoinCommand != JoinCommand(d.TaskID, d.Instance) {
+	if d.JoinCommand != task.JoinCommand(d.TaskID, d.Instance) {
 		t.Errorf("join_command %q", d.JoinCommand)
 	}
 	// ISX-153: a repeat with the key returns the same task, in the same

@@ -102,9 +102,9 @@ fi
 
 func (s *Server) getDiff(ctx context.Context, c *call, args GetDiffArgs) (GetDiffResult, string, error) {
 	name, id := string(args.Instance), string(args.TaskID)
-	v, _, refusal := s.heldRunning(ctx, name)
+	v, _, refusal := s.hold.HeldRunning(ctx, name)
 	if refusal != nil {
-		return GetDiffResult{}, "", refusal.on("", id)
+		return GetDiffResult{}, "", on(refusal, "", id)
 	}
 	if args.Ask != "" && !hasAgent(v, "claude") {
 		return GetDiffResult{}, "", noAsk(v)
@@ -117,11 +117,11 @@ func (s *Server) getDiff(ctx context.Context, c *call, args GetDiffArgs) (GetDif
 	rec := info.Record
 	switch {
 	case info.State == task.StateLost:
-		return GetDiffResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).on(name, id)
+		return GetDiffResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).On(aboutInstance, name).On(aboutTask, id)
 	case rec == nil || rec.Kind != task.KindDelegate || rec.Delegate == nil:
-		return GetDiffResult{}, "", refusef(CodeWrongState, "task %s is a command task; get_diff shows what a delegate task changed", id).on(name, id)
+		return GetDiffResult{}, "", refusef(CodeWrongState, "task %s is a command task; get_diff shows what a delegate task changed", id).On(aboutInstance, name).On(aboutTask, id)
 	case rec.Delegate.BaseCommit == "":
-		return GetDiffResult{}, "", refusef(CodeWrongState, "task %s works in %s, which was not a git checkout when it began, so there is nothing to diff against", id, rec.Cwd).on(name, id)
+		return GetDiffResult{}, "", refusef(CodeWrongState, "task %s works in %s, which was not a git checkout when it began, so there is nothing to diff against", id, rec.Cwd).On(aboutInstance, name).On(aboutTask, id)
 	}
 	maxBytes := orDefault(args.MaxBytes, defaultPatchBytes)
 	mode := "patch"
@@ -139,9 +139,9 @@ func (s *Server) getDiff(ctx context.Context, c *call, args GetDiffArgs) (GetDif
 	switch res.ExitCode {
 	case 0:
 	case 3, 4:
-		return GetDiffResult{}, "", refusef(CodeWrongState, "cannot diff task %s: %s", id, strings.TrimSpace(clip(string(res.Stderr), 300))).on(name, id)
+		return GetDiffResult{}, "", refusef(CodeWrongState, "cannot diff task %s: %s", id, strings.TrimSpace(clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
 	default:
-		return GetDiffResult{}, "", refusef(CodeInternal, "git diff in %s failed with exit code %d: %s", name, res.ExitCode, strings.TrimSpace(clip(string(res.Stderr), 300))).on(name, id)
+		return GetDiffResult{}, "", refusef(CodeInternal, "git diff in %s failed with exit code %d: %s", name, res.ExitCode, strings.TrimSpace(clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
 	}
 	out := parseDiff(string(res.Stdout), args.Stat)
 	out.Instance, out.TaskID, out.BaseCommit = name, id, rec.Delegate.BaseCommit

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
-	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
@@ -152,9 +150,9 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		return s.execBackground(ctx, c, args)
 	}
 	name := string(args.Instance)
-	v, _, refusal := s.heldRunning(ctx, name)
-	if refusal != nil {
-		return ExecResult{}, "", refusal
+	v, _, err := s.hold.HeldRunning(ctx, name)
+	if err != nil {
+		return ExecResult{}, "", err
 	}
 	// ISX-195, ISX-196: refused before the command runs.
 	if args.Ask != "" && !hasAgent(v, "claude") {
@@ -196,15 +194,15 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 	return out, execText(out, res), nil
 }
 
-func execRefusal(instance string, err error) *Refusal {
+func execRefusal(instance string, err error) error {
 	var apiErr *incus.Error
 	if errors.As(err, &apiErr) && strings.Contains(apiErr.Message, "not running") {
-		return refusef(CodeWrongState, "instance %s is not running; start_instance it first", instance).on(instance, "")
+		return refusef(CodeWrongState, "instance %s is not running; start_instance it first", instance).On(aboutInstance, instance)
 	}
 	if errors.Is(err, incus.ErrStdinTooLarge) {
 		return refusef(CodeInvalidArgument, "stdin is larger than 1 MiB")
 	}
-	return asRefusal(err).on(instance, "")
+	return on(err, instance, "")
 }
 
 func agentEnv(extra map[string]string) map[string]string {
@@ -251,49 +249,32 @@ func execText(out ExecResult, res *incus.ExecResult) string {
 // made a task in another instance (ISX-166).
 func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (ExecResult, string, error) {
 	name, key := string(args.Instance), keyOf(args.IdempotencyKey)
-	defer s.keys.lock("task:" + key)()
-	views, err := s.userInstances(ctx)
+	defer s.keys.Lock("task:" + key)()
+	views, err := s.hold.Instances(ctx)
 	if err != nil {
 		return ExecResult{}, "", err
 	}
-	repeat := false
-	if key != "" {
-		for _, v := range views {
-			if !slices.Contains(v.taskKeys, key) {
-				continue
-			}
-			if v.inst.Name != name {
-				return ExecResult{}, "", refusef(CodeInvalidArgument, "idempotency key %q made a task in instance %s, not %s; a repeat must name the same instance, so use another key for something else", key, v.inst.Name, name).on(name, "")
-			}
-			repeat = true
-		}
+	repeat, took, err := s.hold.Repeat(ctx, views, name, key)
+	if err != nil {
+		return ExecResult{}, "", err
 	}
-	v, _, refusal := s.heldRunning(ctx, name)
-	if refusal != nil && repeat && refusal.Code == CodeNotHeld && v.holdingFor(s.opts.Session) == orphaned {
-		// The key's task (or its reservation) is in an orphan: the repeat
-		// takes the instance back, as create_instance does.
-		if _, _, refusal = s.takeOver(ctx, name, false); refusal == nil {
-			v, _, refusal = s.heldRunning(ctx, name)
-			if refusal == nil {
-				s.adoptTasks(ctx, v)
-			}
-		}
+	v, _, err := s.hold.HeldRunning(ctx, name)
+	if err != nil {
+		return ExecResult{}, "", err
 	}
-	if refusal != nil {
-		return ExecResult{}, "", refusal
+	if took {
+		s.adoptTasks(ctx, v)
 	}
 	release := func() {}
 	if !repeat {
-		release, refusal = s.reserveTask(ctx, views, c.policy.MaxConcurrentTasks)
-		if refusal != nil {
-			return ExecResult{}, "", refusal
+		release, err = s.hold.ReserveTask(ctx, views, c.policy.MaxConcurrentTasks)
+		if err != nil {
+			return ExecResult{}, "", err
 		}
 		if key != "" {
 			// The key is reserved on the instance before the task is made,
 			// so a repeat after a crash in between finds it.
-			if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-				return map[string]string{instance.KeyMCPTaskKeys: withWord(v.stamps.MCP.TaskKeys, key)}, nil
-			}); err != nil {
+			if err := s.hold.ReserveKey(ctx, name, key); err != nil {
 				release()
 				return ExecResult{}, "", err
 			}
@@ -308,13 +289,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 		return ExecResult{}, "", s.startFailed(ctx, name, key, repeat, err)
 	}
 	info := started.Status
-	if info.State == task.StateRunning {
-		if _, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{instance.KeyMCPRunning: withWord(v.stamps.MCP.Running, info.ID)}, nil
-		}); err != nil {
-			s.warnf("recording running task %s of %s: %v", info.ID, name, err)
-		}
-	}
+	s.markRunning(ctx, name, info)
 	s.observe(name, info)
 	out := ExecResult{Instance: name, Background: true, TaskID: info.ID, Kind: KindCommand, Run: ptr(info.Run),
 		State: TaskState(info.State), Replayed: ptr(started.Replayed)}
@@ -328,7 +303,7 @@ func (s *Server) execBackground(ctx context.Context, c *call, args ExecArgs) (Ex
 // startFailed explains a task that could not be started. A failure inside
 // the instance that made no task frees the key's reservation again.
 func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool, err error) error {
-	refusal := asRefusal(err).on(name, "")
+	refusal := refusalOf(err).On(aboutInstance, name)
 	definite := false
 	switch coded.CodeOf(err) {
 	case task.CodeInternal:
@@ -338,102 +313,9 @@ func (s *Server) startFailed(ctx context.Context, name, key string, repeat bool,
 		definite = true
 	}
 	if definite && key != "" && !repeat {
-		if _, clearErr := s.update(context.WithoutCancel(ctx), name, func(v mcpView) (map[string]string, error) {
-			return map[string]string{instance.KeyMCPTaskKeys: withoutWords(v.stamps.MCP.TaskKeys, key)}, nil
-		}); clearErr != nil {
+		if clearErr := s.hold.FreeKey(context.WithoutCancel(ctx), name, key); clearErr != nil {
 			s.warnf("freeing idempotency key %q on %s: %v", key, name, clearErr)
 		}
 	}
 	return refusal
-}
-
-// reserveTask counts the running background tasks of this host user
-// across sessions, from the instances' running stamps, against
-// max-concurrent-tasks. Only when the stamps say the limit is reached are
-// they checked against the instances (one exec per instance with tasks).
-func (s *Server) reserveTask(ctx context.Context, views []mcpView, limit int) (func(), *Refusal) {
-	s.taskMu.Lock()
-	defer s.taskMu.Unlock()
-	count := func(views []mcpView) int {
-		n := s.pendingTasks
-		for _, v := range views {
-			n += len(v.running)
-		}
-		return n
-	}
-	if count(views) >= limit {
-		refreshed, err := s.refreshRunning(ctx, views)
-		if err != nil {
-			return nil, asRefusal(err)
-		}
-		if n := count(refreshed); n >= limit {
-			return nil, refusef(CodeLimit, "host user %s already has %d running background tasks and mcp.yaml allows %d (max-concurrent-tasks, counted across sessions); wait for one (wait_any) or cancel_task one, or ask the user to raise the limit",
-				s.opts.Owner, n, limit)
-		}
-	}
-	s.pendingTasks++
-	return func() {
-		s.taskMu.Lock()
-		s.pendingTasks--
-		s.taskMu.Unlock()
-	}, nil
-}
-
-// refreshRunning rewrites each instance's running stamp from what its
-// tasks say now.
-func (s *Server) refreshRunning(ctx context.Context, views []mcpView) ([]mcpView, error) {
-	out := make([]mcpView, 0, len(views))
-	for _, v := range views {
-		if len(v.running) == 0 {
-			out = append(out, v)
-			continue
-		}
-		still := map[string]bool{}
-		if v.inst.Running() {
-			infos, err := task.List(ctx, s.opts.Client, v.inst.Name)
-			if err != nil {
-				return nil, err
-			}
-			for _, info := range infos {
-				if info.State == task.StateRunning {
-					still[info.ID] = true
-				}
-			}
-		}
-		updated, err := s.update(ctx, v.inst.Name, func(v mcpView) (map[string]string, error) {
-			var gone []string
-			for _, id := range v.running {
-				if !still[id] {
-					gone = append(gone, id)
-				}
-			}
-			if len(gone) == 0 {
-				return nil, nil
-			}
-			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, gone...)}, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, updated)
-	}
-	return out, nil
-}
-
-// noLongerRunning drops a task from its instance's running stamp, in the
-// background: the stamp is only a count that a refresh corrects anyway.
-func (s *Server) noLongerRunning(ctx context.Context, name, taskID string) {
-	s.work.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_, err := s.update(ctx, name, func(v mcpView) (map[string]string, error) {
-			if !slices.Contains(v.running, taskID) {
-				return nil, nil
-			}
-			return map[string]string{instance.KeyMCPRunning: withoutWords(v.stamps.MCP.Running, taskID)}, nil
-		})
-		if err != nil && !errors.Is(err, incus.ErrNotFound) {
-			s.warnf("updating the running tasks of %s: %v", name, err)
-		}
-	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/audit"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -66,10 +67,10 @@ func FuzzToolArguments(f *testing.F) {
 		if err == nil {
 			return
 		}
-		var refusal *Refusal
+		refusal := coded.Of(err)
 		var protocol *jsonrpc.Error
 		switch {
-		case errors.As(err, &refusal):
+		case refusal != nil:
 			if refusal.Code != CodeInvalidArgument || refusal.Message == "" {
 				t.Fatalf("%s(%q): refusal %v", tool, raw, refusal)
 			}
@@ -151,8 +152,8 @@ func TestArgumentRefusalsNameTheArgument(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := s.Decode(c.tool, json.RawMessage(c.raw))
-		var refusal *Refusal
-		if !errors.As(err, &refusal) || refusal.Code != CodeInvalidArgument || !strings.Contains(refusal.Message, c.want) {
+		refusal := coded.Of(err)
+		if refusal == nil || refusal.Code != CodeInvalidArgument || !strings.Contains(refusal.Message, c.want) {
 			t.Errorf("%s(%s) = %v, want invalid_argument saying %q", c.tool, c.raw, err, c.want)
 		}
 	}

@@ -22,12 +22,14 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/mcpkit"
 	"github.com/incusspawn/isx/internal/mcpkit/anyschema"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 // binary is cmd/isx, built once, on first use (fuzz workers never need
@@ -245,7 +247,7 @@ type session struct {
 	t       testing.TB
 	cs      *mcp.ClientSession
 	cmd     *exec.Cmd
-	stderr  *syncBuffer
+	stderr  *testkit.SyncBuffer
 	notes   chan TaskChanged
 	tools   map[string]*mcp.Tool
 	schemas map[string]*anyschema.Validator
@@ -256,23 +258,6 @@ type session struct {
 	// TaskChangedMethod; close fails the test with them.
 	mu        sync.Mutex
 	malformed []string
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (e *env) start(opts sessionOptions) *session {
@@ -286,7 +271,7 @@ func (e *env) start(opts sessionOptions) *session {
 	cmd := exec.Command(isxBinary(e.t), "mcp")
 	cmd.Env = e.environ(opts.env...)
 	cmd.Dir = opts.dir
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	s := &session{t: e.t, cmd: cmd, stderr: stderr, notes: make(chan TaskChanged, 256)}
 	caps := &mcp.ClientCapabilities{}
@@ -303,7 +288,7 @@ func (e *env) start(opts sessionOptions) *session {
 		e.t.Fatalf("connecting to isx mcp: %v\nstderr:\n%s", err, stderr.String())
 	}
 	s.cs = cs
-	if s.id, err = SessionOf(cmd.Process.Pid); err != nil {
+	if s.id, err = holding.SessionOf(cmd.Process.Pid); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(s.close)
@@ -438,7 +423,7 @@ func (s *session) ok(tool string, args any, out any) map[string]any {
 	return m
 }
 
-// refused calls a tool and requires a refusal with code (ISX-117..119):
+// refused calls a tool and requires a refusal with code (ISX-117, ISX-118, ISX-119):
 // isError, no structuredContent, the code in _meta. It returns the
 // refusal's details.
 func (s *session) refused(tool string, args any, code Code) map[string]any {
@@ -545,7 +530,7 @@ func (e *env) mcpInstances() []string {
 	}
 	var out []string
 	for _, inst := range list {
-		if viewOf(&inst).isMCP() {
+		if holding.ViewOf(&inst).IsMCP() {
 			out = append(out, inst.Name)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 // create_instance, list_instances, exec in the foreground, keep, stop,
 // start, a fork with from_instance, destroy.
 //
-// ISX-001, ISX-010..012, ISX-017..019, ISX-024, ISX-026, ISX-032, ISX-034,
-// ISX-036, ISX-038, ISX-040, ISX-043, ISX-053..055, ISX-061, ISX-200.
+// ISX-001, ISX-010, ISX-011, ISX-012, ISX-017, ISX-018, ISX-019, ISX-024, ISX-026, ISX-032, ISX-034,
+// ISX-036, ISX-038, ISX-040, ISX-043, ISX-053, ISX-054, ISX-055, ISX-061, ISX-200.
 func TestInstanceLifecycle(t *testing.T) {
 	e := newEnv(t, buildtest.BusyBox, buildtest.BusyBoxChild)
 	e.writeMCP("templates: [tpl-test-busybox-child, tpl-test-busybox]\nmax-instances: 5\nmax-concurrent-tasks: 3\norphan-grace-hours: 2\n")
@@ -175,7 +175,7 @@ func TestInstanceLifecycle(t *testing.T) {
 // template is refused and makes nothing; a kept instance's key is refused;
 // once the key's instance is gone the key is free.
 //
-// ISX-152, ISX-159, ISX-160, ISX-163..165, ISX-168, ISX-169.
+// ISX-152, ISX-159, ISX-160, ISX-163, ISX-164, ISX-165, ISX-168, ISX-169.
 func TestCreateKeysISX164(t *testing.T) {
 	e := newEnv(t, buildtest.BusyBox, buildtest.BusyBoxChild)
 	e.writeMCP("templates: [tpl-test-busybox, tpl-test-busybox-child]\n")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/mcpkit"
@@ -78,7 +79,7 @@ func (n *notifier) initialized(session *mcp.ServerSession) {
 	n.enabled = true
 	n.mu.Unlock()
 	n.wg.Go(n.followEvents)
-	for _, name := range n.s.tasks.instances() {
+	for _, name := range n.s.seen.Instances() {
 		n.watch(name, "")
 	}
 }
@@ -176,8 +177,8 @@ func (n *notifier) waitLoop(instance string, w *watcher) {
 		generation := w.generation
 		n.mu.Unlock()
 		var running []string
-		for _, t := range n.s.tasks.tasks(instance) {
-			if t.State == TaskRunning {
+		for _, t := range n.s.seen.Tasks(instance) {
+			if t.State == task.StateRunning {
 				running = append(running, t.TaskID)
 			}
 		}
@@ -259,7 +260,7 @@ func (n *notifier) followEvents() {
 				continue
 			}
 			name := life.Instance()
-			if name == "" || len(n.s.tasks.tasks(name)) == 0 {
+			if name == "" || len(n.s.seen.Tasks(name)) == 0 {
 				continue
 			}
 			switch life.Action {
@@ -284,21 +285,21 @@ func (n *notifier) instanceGone(instance string) bool {
 	case err != nil:
 		return false
 	default:
-		if viewOf(inst).holdingFor(n.s.opts.Session) == heldElsewhere || viewOf(inst).stamps.MCP.Session != n.s.opts.Session {
+		if holding.ViewOf(inst).HoldingFor(n.s.opts.Session) == holding.HeldElsewhere || holding.ViewOf(inst).Stamps.MCP.Session != n.s.opts.Session {
 			state = TaskReleased
 		}
 	}
 	if state == "" {
 		return false
 	}
-	for _, t := range n.s.tasks.drop(instance) {
+	for _, t := range n.s.seen.Drop(instance) {
 		n.send(TaskChanged{TaskID: t.TaskID, Instance: instance, Run: t.Run, State: state})
 	}
 	return true
 }
 
 // lost tells of the tasks of an instance this session destroyed.
-func (n *notifier) lost(instance string, tasks []InstanceTask) {
+func (n *notifier) lost(instance string, tasks []holding.Seen) {
 	if !n.on() {
 		return
 	}

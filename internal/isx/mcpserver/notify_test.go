@@ -28,7 +28,8 @@ func nextNote(t testing.TB, s *session, within time.Duration) TaskChanged {
 // change of its tasks' states, never unknown; one that does not gets none;
 // a session whose instance another session takes gets released.
 //
-// ISX-139..149, ISX-151.
+// ISX-139, ISX-140, ISX-141, ISX-142, ISX-143, ISX-144, ISX-145,
+// ISX-146, ISX-147, ISX-148, ISX-149, ISX-151.
 func TestTaskNotificationsISX139(t *testing.T) {
 	e := newEnv(t, buildtest.BusyBox)
 	e.writeMCP("templates: [tpl-test-busybox]\n")
@@ -83,12 +84,39 @@ func TestTaskNotificationsISX139(t *testing.T) {
 	if !released[bg.TaskID] {
 		t.Errorf("released %v, not %s", released, bg.TaskID)
 	}
+	// ISX-147: released is only ever told, never a state a tool gives.
+	// The released tasks are the new holder's now: its list_instances
+	// lists every one of them, and task_status reads each, with a state
+	// of its own. The session that lost them lists none.
 	var list ListInstancesResult
+	quiet.ok("list_instances", map[string]any{}, &list)
+	listed := 0
+	for _, i := range list.Instances {
+		for _, task := range i.Tasks {
+			if released[task.TaskID] {
+				listed++
+			}
+			if task.State == TaskReleased {
+				t.Errorf("list_instances of the new holder gave %s as released", task.TaskID)
+			}
+		}
+	}
+	if listed != len(released) {
+		t.Errorf("the new holder lists %d of the %d released tasks: %+v", listed, len(released), list.Instances)
+	}
+	for id := range released {
+		var st TaskStatusResult
+		quiet.ok("task_status", map[string]any{"instance": inst.Instance, "task_id": id}, &st)
+		if st.State != TaskRunning && st.State != TaskFinished {
+			t.Errorf("task_status of released %s: %q, want running or finished", id, st.State)
+		}
+	}
+	list = ListInstancesResult{}
 	a.ok("list_instances", map[string]any{}, &list)
 	for _, i := range list.Instances {
 		for _, task := range i.Tasks {
-			if task.State == TaskReleased {
-				t.Error("released appeared in a tool result")
+			if task.State == TaskReleased || released[task.TaskID] {
+				t.Errorf("the session that lost %s still lists it: %+v", task.TaskID, task)
 			}
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // and what is wrong; the fix applies to the very next call of the same
 // server process. mcp.yaml is never written.
 //
-// ISX-002..009, ISX-023.
+// ISX-002, ISX-003, ISX-004, ISX-005, ISX-006, ISX-007, ISX-008, ISX-009, ISX-023.
 func TestMCPYAMLFailureModes(t *testing.T) {
 	e := offlineEnv(t)
 	s := e.startOffline(sessionOptions{})
@@ -101,7 +101,7 @@ func (e *env) argsFor(tool string) map[string]any {
 // The retired mcp: section of config.yaml: alone it refuses everything and
 // is never read as a fallback; beside mcp.yaml it only brings a reminder.
 //
-// ISX-020..022.
+// ISX-020, ISX-021, ISX-022.
 func TestOldMCPSectionISX021(t *testing.T) {
 	e := newEnv(t, buildtest.BusyBox, buildtest.BusyBoxChild)
 	configYAML := "project: " + e.client.ProjectName() + "\ntemplate-paths: [" + buildtest.Dir(t) + "]\nmcp:\n  templates: [tpl-test-busybox-child]\n  max-instances: 2\n"

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/proxy"
 )
@@ -21,7 +22,7 @@ import (
 // only Claude Code resolves, is left to it, and so is a check that cannot
 // be made (no proxy, an API that does not answer): Claude then reports the
 // model error in the task result.
-func (s *Server) preflight(ctx context.Context, name, model string) *Refusal {
+func (s *Server) preflight(ctx context.Context, name, model string) *coded.Error {
 	if s.opts.Proxy == nil || !strings.HasPrefix(model, "claude-") {
 		return nil
 	}
@@ -53,7 +54,7 @@ func (s *Server) preflight(ctx context.Context, name, model string) *Refusal {
 	case http.StatusOK:
 		return nil
 	case http.StatusNotFound, http.StatusForbidden, http.StatusUnauthorized:
-		return refusef(CodeInvalidArgument, "model %s is not available to the claude account of %s's template (the Models API answered %d); choose another model (list_templates shows the template's) or leave model out", model, name, resp.StatusCode).on(name, "")
+		return refusef(CodeInvalidArgument, "model %s is not available to the claude account of %s's template (the Models API answered %d); choose another model (list_templates shows the template's) or leave model out", model, name, resp.StatusCode).On(aboutInstance, name)
 	}
 	return nil
 }

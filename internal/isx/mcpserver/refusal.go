@@ -3,15 +3,14 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
@@ -63,35 +62,34 @@ var Codes = []Code{CodeInvalidArgument, CodeNotApproved, CodeNotFound, CodeNotHe
 // ErrorMetaKey is the _meta key of a refusal's details.
 const ErrorMetaKey = "dev.incusspawn/error"
 
-// Refusal is a tool call that did not do what was asked: a result with
+// A refusal is a tool call that did not do what was asked: a result with
 // isError, no structuredContent and the code in _meta, with the instance
-// and task it concerns when there are.
-type Refusal struct {
-	coded.Base
-	Instance string
-	TaskID   string
-}
+// and task it concerns when there are. Handlers return any error: the
+// domains' coded errors, Incus's, their own refusals (refusef, with one of
+// Codes); handle turns each into a refusal once, at the wire (refusalOf).
 
-func (r *Refusal) Error() string { return r.Code + ": " + r.Base.Error() }
+// What a refusal concerns, the coded errors' About and the keys of _meta.
+const (
+	aboutInstance = "instance"
+	aboutTask     = "task_id"
+)
 
-func refusef(code Code, format string, args ...any) *Refusal {
-	return refuseWith(code, nil, format, args...)
+func refusef(code Code, format string, args ...any) *coded.Error {
+	return coded.New(code, format, args...)
 }
 
 // refuseWith is a refusal caused by err, whose message ends the sentence.
-func refuseWith(code Code, err error, format string, args ...any) *Refusal {
-	return &Refusal{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}}
+func refuseWith(code Code, err error, format string, args ...any) *coded.Error {
+	return coded.Wrap(code, err, format, args...)
 }
 
-// on names the instance (and task) the refusal concerns.
-func (r *Refusal) on(instance, taskID string) *Refusal {
-	if r.Instance == "" {
-		r.Instance = instance
+// on says which instance (and task) a failure concerns, leaving its
+// translation to the wire; it names nothing a failure names already.
+func on(err error, instance, taskID string) error {
+	if err == nil {
+		return nil
 	}
-	if r.TaskID == "" {
-		r.TaskID = taskID
-	}
-	return r
+	return coded.Wrap("", err, "").On(aboutInstance, instance).On(aboutTask, taskID)
 }
 
 // refusalStyle is how a refusal reads: "Refused (<code>): <message>" for
@@ -101,81 +99,72 @@ var refusalStyle = mcpkit.ErrorStyle{
 	Text:    func(e mcpkit.ToolError) string { return "Refused (" + e.Code + "): " + e.Message },
 }
 
-// result is the refusal as a tool result.
-func (r *Refusal) result() *mcp.CallToolResult {
+// refusalResult is a refusal as a tool result.
+func refusalResult(r *coded.Error) *mcp.CallToolResult {
 	facts := map[string]any{}
-	if r.Instance != "" {
-		facts["instance"] = r.Instance
-	}
-	if r.TaskID != "" {
-		facts["task_id"] = r.TaskID
-	}
-	return refusalStyle.Result(mcpkit.ToolError{Code: r.Code, Message: r.Base.Error(), Facts: facts})
-}
-
-// taskCodes and instanceCodes are the refusal codes of the task and
-// instance packages' codes; any other is CodeInternal.
-var (
-	taskCodes = map[string]Code{
-		task.CodeInvalidArgument: CodeInvalidArgument,
-		task.CodeNotFound:        CodeNotFound,
-		task.CodeWrongState:      CodeWrongState,
-		task.CodeBusy:            CodeBusy,
-		task.CodeUnavailable:     CodeUnavailable,
-	}
-	instanceCodes = map[string]Code{
-		instance.CodeInvalid:  CodeInvalidArgument,
-		instance.CodeNotFound: CodeNotFound,
-		instance.CodeExists:   CodeBusy,
-		instance.CodeNotBuilt: CodeNotApproved,
-		// Incus could not make or start the copy, and nothing of it is
-		// left: a retry may well succeed.
-		instance.CodeBranchFailed: CodeUnavailable,
-	}
-)
-
-func codeFrom(codes map[string]Code, code string) Code {
-	if refusal, ok := codes[code]; ok {
-		return refusal
-	}
-	return CodeInternal
-}
-
-// asRefusal turns any failure into a refusal with the code a program can
-// branch on.
-func asRefusal(err error) *Refusal {
-	var (
-		r       *Refusal
-		taskErr *task.Error
-		cfgErr  *config.Error
-		tplErr  *template.Error
-		instErr *instance.Error
-	)
-	switch {
-	case errors.As(err, &r):
-		return r
-	case errors.As(err, &taskErr):
-		return refuseWith(codeFrom(taskCodes, taskErr.Code), taskErr.Err, "%s", taskErr.Message).on(taskErr.Instance, taskErr.TaskID)
-	case errors.As(err, &cfgErr):
-		return refusef(CodeRefused, "%s", cfgErr.Error())
-	case errors.As(err, &tplErr) && tplErr.Code == template.CodeNotApproved:
-		return refusef(CodeNotApproved, "%s", tplErr.Message)
-	case tplErr != nil:
-		return refusef(CodeRefused, "the template definitions cannot be read, so isx cannot tell which templates may be used; the user must fix: %s", tplErr.Error())
-	case errors.As(err, &instErr):
-		code := codeFrom(instanceCodes, instErr.Code)
-		if errors.Is(instErr.Err, incus.ErrUnavailable) {
-			code = CodeUnavailable
+	for _, what := range []string{aboutInstance, aboutTask} {
+		if name := r.About[what]; name != "" {
+			facts[what] = name
 		}
-		return refuseWith(code, instErr.Err, "%s", instErr.Message).on(instErr.Instance, "")
 	}
-	return incusRefusal(err)
+	return refusalStyle.Result(mcpkit.ToolError{Code: r.Code, Message: r.Error(), Facts: facts})
+}
+
+// refusalCodes are the refusal codes of the domains' codes that are not
+// refusal codes themselves (the task and holding packages use the same
+// words); any other is CodeInternal.
+var refusalCodes = map[string]Code{
+	instance.CodeExists:   CodeBusy,
+	instance.CodeNotBuilt: CodeNotApproved,
+	// Incus could not make or start the copy, and nothing of it is left:
+	// a retry may well succeed.
+	instance.CodeBranchFailed: CodeUnavailable,
+}
+
+func init() {
+	for _, code := range Codes {
+		refusalCodes[code] = code
+	}
+}
+
+// refusalOf is the one translation of any failure into a refusal with the
+// code a program can branch on, naming what the failure concerns.
+func refusalOf(err error) *coded.Error {
+	r := translate(err)
+	return r.On(aboutInstance, coded.AboutOf(err, aboutInstance)).On(aboutTask, coded.AboutOf(err, aboutTask))
+}
+
+func translate(err error) *coded.Error {
+	var (
+		cfgErr *config.Error
+		tplErr *template.Error
+	)
+	c := coded.Of(err)
+	switch {
+	case c == nil:
+		return incusRefusal(err)
+	case errors.As(err, &cfgErr) && &cfgErr.Base == c:
+		return refusef(CodeRefused, "%s", cfgErr.Error())
+	case errors.As(err, &tplErr) && &tplErr.Base == c && c.Code == template.CodeNotApproved:
+		return refusef(CodeNotApproved, "%s", c.Message)
+	case tplErr != nil && &tplErr.Base == c:
+		return refusef(CodeRefused, "the template definitions cannot be read, so isx cannot tell which templates may be used; the user must fix: %s", tplErr.Error())
+	}
+	code, known := refusalCodes[c.Code]
+	if !known {
+		code = CodeInternal
+	}
+	// Incus not answering may pass, whatever the domain called it.
+	if errors.Is(c.Err, incus.ErrUnavailable) {
+		code = CodeUnavailable
+	}
+	return refuseWith(code, c.Err, "%s", c.Message)
 }
 
 // incusRefusal is a failure Incus reported, or one isx did not expect.
-func incusRefusal(err error) *Refusal {
+func incusRefusal(err error) *coded.Error {
 	switch {
-	case instanceBusy(err):
+	case holding.InstanceBusy(err):
 		return refuseWith(CodeBusy, err, "Incus is running another operation on the instance; retry shortly")
 	case errors.Is(err, incus.ErrUnavailable):
 		return refuseWith(CodeUnavailable, err, "Incus does not answer, so isx cannot reach the instances; ask the user to start the Incus daemon")

@@ -14,7 +14,7 @@ import (
 )
 
 // One test per refusal code: each is a tool result with isError, no
-// structuredContent and the code in _meta (ISX-117..119).
+// structuredContent and the code in _meta (ISX-117, ISX-118, ISX-119).
 func TestRefusalCodes(t *testing.T) {
 	t.Run("invalid_argument/max_turns", func(t *testing.T) {
 		e := newEnv(t, buildtest.BusyBox)

@@ -2,11 +2,13 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,10 +19,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/audit"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/deadline"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/isx/warm"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
@@ -85,6 +91,12 @@ type Options struct {
 	// (CoordinatorSession), served with ServeHTTP; it outlives every
 	// connection and the process, so ending either releases nothing.
 	Coordinator bool
+	// Warm keeps the warm pool mcp.yaml's warm: asks for while the server
+	// serves, and has create_instance take its copies.
+	Warm bool
+	// HTTPLimits are how long the host proxy's connection to ServeHTTP
+	// may stand still (deadline.Defaults).
+	HTTPLimits deadline.Limits
 }
 
 // Server is one isx mcp session.
@@ -93,18 +105,17 @@ type Server struct {
 	mcp   *mcp.Server
 	tools map[string]*toolDef
 
-	tasks    *taskBook
-	keys     keyLocks
-	inflight sync.Map // instance names being created by this process
-
-	taskMu       sync.Mutex
-	pendingTasks int
+	hold *holding.Holder
+	pool *warm.Pool // nil without Options.Warm
+	seen *holding.LastSeen
+	keys holding.KeyLocks
 
 	notes     sync.Once
 	work      sync.WaitGroup // background work that must end before exit
 	notifier  *notifier
 	stderrMu  sync.Mutex
 	closeOnce sync.Once
+	stopPool  context.CancelFunc
 }
 
 // New makes a server; Run serves it.
@@ -128,7 +139,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Stderr == nil {
 		opts.Stderr = io.Discard
 	}
-	s := &Server{opts: opts, tools: map[string]*toolDef{}, tasks: newTaskBook()}
+	s := &Server{opts: opts, tools: map[string]*toolDef{}, seen: holding.NewLastSeen()}
+	s.hold = &holding.Holder{
+		Client: opts.Client, Clock: opts.Clock, Random: opts.Random,
+		Home: opts.Home, Owner: opts.Owner, Session: opts.Session,
+		ProxyDir: s.proxyDir(), Warn: s.warnf,
+	}
+	if opts.Warm {
+		s.pool = &warm.Pool{
+			Client: opts.Client, Clock: opts.Clock, Random: opts.Random, Owner: opts.Owner, Session: opts.Session,
+			Counts: s.warmCounts, LockPath: filepath.Join(config.StateDir(opts.Home), "warm.lock"), Warn: s.warnf,
+		}
+	}
 	s.notifier = newNotifier(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "isx (incus-spawn)", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: Instructions,
@@ -165,9 +187,7 @@ func (s *Server) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("isx mcp: starting the session: %w", err)
 	}
 	s.notifier.attach(transport)
-	if s.opts.SweepAtStart {
-		s.work.Go(func() { s.sweepAtStart(ctx) })
-	}
+	s.startBackground(ctx)
 	ended := make(chan error, 1)
 	go func() { ended <- session.Wait() }()
 	var runErr error
@@ -186,10 +206,13 @@ func (s *Server) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.notifier.stop()
+		if s.stopPool != nil {
+			s.stopPool()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if !s.opts.Coordinator {
-			if err := s.releaseAll(ctx); err != nil {
+			if err := s.hold.ReleaseAll(ctx); err != nil {
 				s.warnf("could not stamp this session's instances as orphaned: %v", err)
 			}
 		}
@@ -202,6 +225,77 @@ func (s *Server) warnf(format string, args ...any) {
 	defer s.stderrMu.Unlock()
 	fmt.Fprintf(s.opts.Stderr, "isx mcp: "+format+"\n", args...)
 }
+
+// startBackground starts the sweep (SweepAtStart) and the warm pool
+// (Warm), which run until Close.
+func (s *Server) startBackground(ctx context.Context) {
+	if s.opts.SweepAtStart {
+		s.work.Go(func() { s.sweepAtStart(ctx) })
+	}
+	if s.pool != nil {
+		poolCtx, stop := context.WithCancel(ctx)
+		s.stopPool = stop
+		s.work.Go(func() { s.pool.Run(poolCtx) })
+	}
+}
+
+// warmCounts is mcp.yaml's warm: as it is now, for the pool's round.
+func (s *Server) warmCounts() (map[string]int, error) {
+	policy, _, refusal := loadPolicy(s.opts.Home)
+	if refusal != nil {
+		return nil, refusal
+	}
+	counts := map[string]int{}
+	for name := range policy.Warm {
+		if n := policy.WarmCount(name); n > 0 {
+			counts[name] = n
+		}
+	}
+	return counts, nil
+}
+
+// kickPool has the warm pool look again now: after a take, or a call that
+// may follow an edit of mcp.yaml.
+func (s *Server) kickPool() {
+	if s.pool != nil {
+		s.pool.Kick()
+	}
+}
+
+// sweepAtStart runs the sweep once, with the real clock, when isx mcp
+// starts; problems go to stderr, since no call is there to refuse.
+func (s *Server) sweepAtStart(ctx context.Context) {
+	policy, _, refusal := loadPolicy(s.opts.Home)
+	if refusal != nil {
+		s.warnf("orphan sweep skipped: %s", refusal.Message)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	report, err := holding.Sweep(ctx, holding.SweepOptions{
+		Client: s.opts.Client, Home: s.opts.Home, Owner: s.opts.Owner, Session: s.opts.Session,
+		Policy: policy, Clock: clock.Real{}, Activity: s.activityReader(),
+	})
+	if err != nil {
+		s.warnf("orphan sweep: %v", err)
+	}
+	if report != nil && (len(report.Destroyed) > 0 || len(report.Stopped) > 0) {
+		s.warnf("orphan sweep destroyed %v and stopped %v as dormant", report.Destroyed, report.Stopped)
+	}
+}
+
+// activityReader is the proxy for the sweep, or nil without one (a nil
+// Proxy in an interface would not read as nil).
+func (s *Server) activityReader() holding.ActivityReader {
+	if s.opts.Proxy == nil {
+		return nil
+	}
+	return s.opts.Proxy
+}
+
+type cryptoRandom struct{}
+
+func (cryptoRandom) Read(p []byte) (int, error) { return rand.Read(p) }
 
 type nopWriteCloser struct{ io.Writer }
 
@@ -277,14 +371,15 @@ func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequ
 	}
 	c, refusal := s.begin(req.Session)
 	if refusal != nil {
-		return refusal.result(), nil
+		return refusalResult(refusal), nil
 	}
 	if decodeErr != nil {
-		return invalidArguments(decodeErr).result(), nil
+		return refusalResult(invalidArguments(decodeErr)), nil
 	}
 	out, text, err := def.run(ctx, c, args)
+	s.kickPool()
 	if err != nil {
-		return asRefusal(err).result(), nil
+		return refusalResult(refusalOf(err)), nil
 	}
 	for _, note := range c.notes {
 		text += "\n\nNote for the user: " + note
@@ -294,7 +389,7 @@ func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequ
 
 // begin checks what every call depends on: the audit log can be written,
 // the retired mcp: section of config.yaml, and mcp.yaml, read afresh.
-func (s *Server) begin(session *mcp.ServerSession) (*call, *Refusal) {
+func (s *Server) begin(session *mcp.ServerSession) (*call, *coded.Error) {
 	if err := s.opts.Log.Ready(); err != nil {
 		return nil, refuseWith(CodeInternal, err, "isx mcp records every call and cannot write its audit log, so it does nothing; ask the user to fix it")
 	}
@@ -314,7 +409,7 @@ func (s *Server) begin(session *mcp.ServerSession) (*call, *Refusal) {
 
 // loadPolicy reads mcp.yaml and the old section's decision. Any problem
 // refuses the call, naming the file and what is wrong.
-func loadPolicy(home string) (*config.MCP, []string, *Refusal) {
+func loadPolicy(home string) (*config.MCP, []string, *coded.Error) {
 	report, err := config.MCPStatus(home)
 	if err != nil {
 		return nil, nil, refusef(CodeRefused, "isx mcp cannot tell whether to use mcp.yaml: %v; the user must fix it", err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
+	"github.com/incusspawn/isx/internal/isx/holding"
+	"github.com/incusspawn/isx/internal/isx/holding/holdingtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/incustest"
 	"github.com/incusspawn/isx/internal/isx/instance"
@@ -144,7 +146,7 @@ func TestMaxInstancesAcrossSessionsISX056(t *testing.T) {
 	e.writeMCP("templates: [tpl-test-busybox]\nmax-instances: 2\n")
 	// Another host user holds two MCP instances in the same project.
 	for _, name := range []string{"theirs-1", "theirs-2"} {
-		e.mcpInstance(t, name, "somebody-else", orphanOpts{session: "another-users-session"})
+		e.mcpInstance(t, name, "somebody-else", holdingtest.Stamps{Session: "another-users-session"})
 	}
 	a := e.start(sessionOptions{})
 	b := e.start(sessionOptions{})
@@ -178,7 +180,7 @@ func TestSignalOrphansISX203(t *testing.T) {
 		if err := s.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
-		incustest.WaitFor(t, "the server to exit", 30*time.Second, func() bool { return !SessionAlive(s.sessionID()) })
+		incustest.WaitFor(t, "the server to exit", 30*time.Second, func() bool { return !holding.SessionAlive(s.sessionID()) })
 		m := instance.ParseStamps(e.instanceConfig(made.Instance)).MCP
 		if _, session, ok := m.OrphanedAt(); !ok || session != s.sessionID() {
 			t.Errorf("after %v the instance's stamps are %+v", sig, m)

@@ -10,26 +10,62 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/holding"
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
-// JoinCommand is how a person joins a task: isx shell --task.
-func JoinCommand(taskID, instance string) string {
-	return "isx shell --task " + taskID + " " + instance
-}
-
 // observe records what was read of a task from its instance and tells the
 // notifier of a change.
 func (s *Server) observe(instance string, info task.Info) InstanceTask {
-	before, view := s.tasks.record(instance, viewOfInfo(info))
-	if before != view.State {
-		s.notifier.changed(instance, view, before)
+	before, seen := s.seen.Record(instance, holding.SeenOf(info))
+	view := instanceTask(seen)
+	if TaskState(before) != view.State {
+		s.notifier.changed(instance, view, TaskState(before))
 	}
-	if before == TaskRunning && view.State != TaskRunning {
+	if before == task.StateRunning && seen.State != task.StateRunning {
 		s.noLongerRunning(context.Background(), instance, info.ID)
 	}
 	return view
+}
+
+// noLongerRunning drops a task from its instance's running stamp, in the
+// background: the stamp is only a count that a refresh corrects anyway.
+func (s *Server) noLongerRunning(ctx context.Context, name, taskID string) {
+	s.work.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.hold.NoLongerRunning(ctx, name, taskID); err != nil && !errors.Is(err, incus.ErrNotFound) {
+			s.warnf("updating the running tasks of %s: %v", name, err)
+		}
+	})
+}
+
+// markRunning adds a task to its instance's running stamp, counted by
+// max-concurrent-tasks.
+func (s *Server) markRunning(ctx context.Context, name string, info task.Info) {
+	if info.State != task.StateRunning {
+		return
+	}
+	if err := s.hold.MarkRunning(ctx, name, info.ID); err != nil {
+		s.warnf("recording running task %s of %s: %v", info.ID, name, err)
+	}
+}
+
+func instanceTask(t holding.Seen) InstanceTask {
+	return InstanceTask{TaskID: t.TaskID, Kind: TaskKind(t.Kind), Run: t.Run, State: TaskState(t.State), ExitCode: t.ExitCode}
+}
+
+// seenTasks are an instance's tasks as this session last saw them.
+func (s *Server) seenTasks(instance string) []InstanceTask {
+	seen := s.seen.Tasks(instance)
+	out := make([]InstanceTask, 0, len(seen))
+	for _, t := range seen {
+		out = append(out, instanceTask(t))
+	}
+	return out
 }
 
 func (s *Server) addTaskTools() {
@@ -76,8 +112,8 @@ var taskStatusTool = newTool[TaskStatusArgs, TaskStatusResult](mcpkit.Spec{
 
 func (s *Server) taskStatus(ctx context.Context, _ *call, args TaskStatusArgs) (TaskStatusResult, string, error) {
 	name, id := string(args.Instance), string(args.TaskID)
-	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
-		return TaskStatusResult{}, "", refusal.on("", id)
+	if _, _, refusal := s.hold.HeldRunning(ctx, name); refusal != nil {
+		return TaskStatusResult{}, "", on(refusal, "", id)
 	}
 	wait := orDefault(args.WaitSeconds, 0)
 	var info *task.Info
@@ -97,16 +133,16 @@ func (s *Server) taskStatus(ctx context.Context, _ *call, args TaskStatusArgs) (
 	out := TaskStatusResult{Instance: name, TaskID: id, Run: view.Run, State: view.State, ExitCode: view.ExitCode}
 	if info.State != task.StateLost {
 		out.Kind = view.Kind
-		out.JoinCommand = JoinCommand(id, name)
+		out.JoinCommand = task.JoinCommand(id, name)
 	}
 	if rec := info.Record; rec != nil && rec.Kind == task.KindCommand && len(rec.Command) == 3 && rec.Command[0] == "/bin/sh" {
 		out.Command = rec.Command[2]
 	}
 	if !info.Started.IsZero() {
-		out.StartedAt = formatTime(info.Started)
+		out.StartedAt = instance.FormatTime(info.Started)
 	}
 	if !info.Finished.IsZero() {
-		out.FinishedAt = formatTime(info.Finished)
+		out.FinishedAt = instance.FormatTime(info.Finished)
 	}
 	if rec := info.Record; rec != nil && rec.Kind == task.KindDelegate && rec.Delegate != nil {
 		out.Agent, out.Model = rec.Delegate.Agent, rec.Delegate.Model
@@ -181,12 +217,12 @@ var taskResultTool = newTool[TaskResultArgs, TaskResultResult](mcpkit.Spec{
 
 func (s *Server) taskResult(ctx context.Context, c *call, args TaskResultArgs) (TaskResultResult, string, error) {
 	name, id := string(args.Instance), string(args.TaskID)
-	v, _, refusal := s.heldRunning(ctx, name)
+	v, _, refusal := s.hold.HeldRunning(ctx, name)
 	if refusal != nil {
-		return TaskResultResult{}, "", refusal.on("", id)
+		return TaskResultResult{}, "", on(refusal, "", id)
 	}
 	if args.Ask != "" && !hasAgent(v, "claude") {
-		return TaskResultResult{}, "", noAsk(v).on(name, id)
+		return TaskResultResult{}, "", noAsk(v).On(aboutInstance, name).On(aboutTask, id)
 	}
 	maxBytes := orDefault(args.MaxBytes, defaultOutput)
 	if out, text, done, err := s.delegateResult(ctx, c, v, args, maxBytes); done {
@@ -245,8 +281,8 @@ var cancelTaskTool = newTool[TaskArgs, CancelTaskResult](mcpkit.Spec{
 
 func (s *Server) cancelTask(ctx context.Context, _ *call, args TaskArgs) (CancelTaskResult, string, error) {
 	name, id := string(args.Instance), string(args.TaskID)
-	if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
-		return CancelTaskResult{}, "", refusal.on("", id)
+	if _, _, refusal := s.hold.HeldRunning(ctx, name); refusal != nil {
+		return CancelTaskResult{}, "", on(refusal, "", id)
 	}
 	res, err := task.Cancel(ctx, s.opts.Client, name, id)
 	if err != nil {
@@ -257,7 +293,7 @@ func (s *Server) cancelTask(ctx context.Context, _ *call, args TaskArgs) (Cancel
 		out.State = s.observe(name, res.Status).State
 		return out, fmt.Sprintf("Task %s had already ended (%s); nothing was cancelled.", id, out.State), nil
 	}
-	s.tasks.forget(name, id, res.Status.Run)
+	s.seen.Forget(name, id, res.Status.Run)
 	s.noLongerRunning(ctx, name, id)
 	out.State = TaskUnknown
 	return out, fmt.Sprintf("Cancelled task %s in %s; its processes are gone. task_status reads how it ended.", id, name), nil
@@ -303,7 +339,7 @@ func (s *Server) waitAny(ctx context.Context, _ *call, args WaitAnyArgs) (WaitAn
 		name, id := string(t.Instance), string(t.TaskID)
 		if _, seen := byInstance[name]; !seen {
 			order = append(order, name)
-			if _, _, refusal := s.heldRunning(ctx, name); refusal != nil {
+			if _, _, refusal := s.hold.HeldRunning(ctx, name); refusal != nil {
 				return WaitAnyResult{}, "", refusal
 			}
 		}
@@ -353,11 +389,7 @@ func (s *Server) waitAny(ctx context.Context, _ *call, args WaitAnyArgs) (WaitAn
 	}
 	wg.Wait()
 	if out.Changed == nil && firstErr != nil {
-		var refusal *Refusal
-		if !errors.As(firstErr, &refusal) {
-			return out, "", firstErr
-		}
-		return out, "", refusal
+		return out, "", firstErr
 	}
 	for _, t := range args.Tasks {
 		name, id := string(t.Instance), string(t.TaskID)
@@ -385,7 +417,7 @@ func waitTask(instance string, view InstanceTask) WaitTask {
 // lastSeen is a task as the book last saw it (running when the wait was
 // stopped before its instance answered).
 func (s *Server) lastSeen(instance, taskID string) WaitTask {
-	for _, t := range s.tasks.tasks(instance) {
+	for _, t := range s.seenTasks(instance) {
 		if t.TaskID == taskID {
 			return waitTask(instance, t)
 		}
@@ -396,7 +428,7 @@ func (s *Server) lastSeen(instance, taskID string) WaitTask {
 // delegateResult answers task_result for a delegate task, with the report
 // its latest run's event stream ends with; done is false for a command
 // task, which the caller answers.
-func (s *Server) delegateResult(ctx context.Context, c *call, v mcpView, args TaskResultArgs, maxBytes int) (TaskResultResult, string, bool, error) {
+func (s *Server) delegateResult(ctx context.Context, c *call, v holding.View, args TaskResultArgs, maxBytes int) (TaskResultResult, string, bool, error) {
 	name, id := string(args.Instance), string(args.TaskID)
 	d, err := s.readDelegate(ctx, name, id, 64<<10, max(int64(maxBytes), 256<<10))
 	if err != nil {
@@ -409,10 +441,10 @@ func (s *Server) delegateResult(ctx context.Context, c *call, v mcpView, args Ta
 	switch info.State {
 	case task.StateLost:
 		s.observe(name, info)
-		return TaskResultResult{}, "", true, refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).on(name, id)
+		return TaskResultResult{}, "", true, refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).On(aboutInstance, name).On(aboutTask, id)
 	case task.StateRunning:
 		s.observe(name, info)
-		return TaskResultResult{}, "", true, refusef(CodeWrongState, "task %s is still running: wait for it (task_status with wait_seconds) or cancel it first", id).on(name, id)
+		return TaskResultResult{}, "", true, refusef(CodeWrongState, "task %s is still running: wait for it (task_status with wait_seconds) or cancel it first", id).On(aboutInstance, name).On(aboutTask, id)
 	}
 	view := s.observe(name, info)
 	r := d.report

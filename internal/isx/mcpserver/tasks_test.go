@@ -29,7 +29,7 @@ var taskWords = []TaskState{TaskRunning, TaskFinished, TaskAttached, TaskLost, T
 // Background exec tasks on a systemd instance, end to end: start, wait,
 // result, cancel, lost, wait_any, and what list_instances says of them.
 //
-// ISX-062..065, ISX-120..122, ISX-124..129, ISX-154, ISX-158..160.
+// ISX-062, ISX-063, ISX-064, ISX-065, ISX-120, ISX-121, ISX-122, ISX-124, ISX-125, ISX-126, ISX-127, ISX-128, ISX-129, ISX-154, ISX-158, ISX-159, ISX-160.
 func TestBackgroundTasks(t *testing.T) {
 	e := newEnv(t, buildtest.Debian)
 	e.writeMCP("templates: [tpl-test-debian]\n")
@@ -170,7 +170,7 @@ func TestBackgroundTasks(t *testing.T) {
 // Idempotency keys on background exec: a repeat replays the task; a key
 // for another instance, a foreground key and malformed keys are refused.
 //
-// ISX-154..160, ISX-166, ISX-168.
+// ISX-154, ISX-155, ISX-156, ISX-157, ISX-158, ISX-159, ISX-160, ISX-166, ISX-168.
 func TestBackgroundKeysISX159(t *testing.T) {
 	e := newEnv(t, buildtest.Debian)
 	e.writeMCP("templates: [tpl-test-debian]\n")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -118,9 +119,9 @@ func describeTemplate(policy *config.MCP, set *template.Set, built *incus.Instan
 // trusted all the way down, built, and its build is not from a
 // project-local definition. Whether mcp.yaml approves it is checked by
 // the caller.
-func usable(set *template.Set, built *incus.Instance, name string) *Refusal {
+func usable(set *template.Set, built *incus.Instance, name string) *coded.Error {
 	if err := set.Approvable(name); err != nil {
-		r := asRefusal(err)
+		r := refusalOf(err)
 		r.Code = CodeNotApproved
 		return r
 	}

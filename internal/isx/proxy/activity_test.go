@@ -50,7 +50,7 @@ func TestStreamedCallInFlightISX175ISX179(t *testing.T) {
 	done := w.execLater("s", routeCall(w.secret("s"))+" -stream")
 	// In flight comes when the request arrives, the tokens when the
 	// stream's first event has passed through, so wait for both.
-	during := w.waitActivity("s", "the streamed call to be in flight with its start counted", func(a proxy.Activity) bool {
+	during := w.waitActivityWhile("s", "the streamed call to be in flight with its start counted", done, func(a proxy.Activity) bool {
 		return a.RequestsInFlight == 1 && a.InputTokens > 0
 	})
 	if during.IdleSeconds != nil || during.Requests != 1 || during.TrafficInFlight != 1 {
@@ -107,7 +107,7 @@ func TestWebSocketInFlightISX184(t *testing.T) {
 	w.start(w.options(clock.Real{}))
 	w.branch("ws", busyboxAccounts, instance.NetworkProxyOnly)
 	done := w.execLater("ws", proxytest.ClientPath+" ws -url ws://echo.isx.test/echo -until /tmp/release")
-	open := w.waitActivity("ws", "the WebSocket to be open", func(a proxy.Activity) bool { return a.TrafficInFlight >= 1 && a.TrafficBytesReceived > 0 })
+	open := w.waitActivityWhile("ws", "the WebSocket to be open", done, func(a proxy.Activity) bool { return a.TrafficInFlight >= 1 && a.TrafficBytesReceived > 0 })
 	if open.Requests != 0 || open.TrafficRequests != 1 {
 		t.Errorf("while the WebSocket is open: %+v", open)
 	}

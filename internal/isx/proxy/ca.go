@@ -12,8 +12,10 @@ import (
 	"io"
 	"io/fs"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,8 +60,42 @@ func loadAuthority(dir string, clk clock.Clock, random io.Reader) (*authority, e
 	if err != nil {
 		return nil, coded.Wrap(CodeState, err, "the proxy's CA in %s is damaged; remove ca.pem and ca-key.pem there to make a new one", dir)
 	}
+	if !constrained(a.cert) {
+		// Made before the CA was bound to the names it signs for: its key
+		// could vouch for any host inside the instances. Instances trust
+		// the new one from their next admission.
+		return newAuthority(certPath, keyPath, clk, random)
+	}
 	a.clock, a.random = clk, random
 	return a, nil
+}
+
+// permittedNames are the only DNS names the CA may sign for: the hosts
+// whose credentials the proxy injects, and .internal, under which
+// mcp.isx.internal and every host route live (routes change with
+// config.yaml; the CA stays). A name constraint covers the name and all
+// below it.
+func permittedNames() []string {
+	names := make([]string, 0, len(injectedHosts)+1)
+	for host := range injectedHosts {
+		names = append(names, host)
+	}
+	names = append(names, "internal")
+	slices.Sort(names)
+	return names
+}
+
+// everyAddress excludes every IP address: the CA never signs for one.
+var everyAddress = []*net.IPNet{
+	{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
+	{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)},
+}
+
+// constrained reports whether the CA carries exactly today's constraints.
+func constrained(cert *x509.Certificate) bool {
+	got := slices.Clone(cert.PermittedDNSDomains)
+	slices.Sort(got)
+	return cert.PermittedDNSDomainsCritical && slices.Equal(got, permittedNames()) && len(cert.ExcludedIPRanges) == len(everyAddress)
 }
 
 func newAuthority(certPath, keyPath string, clk clock.Clock, random io.Reader) (*authority, error) {
@@ -81,6 +117,10 @@ func newAuthority(certPath, keyPath string, clk clock.Clock, random io.Reader) (
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
+		// A leaked key must not impersonate other hosts inside instances.
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         permittedNames(),
+		ExcludedIPRanges:            everyAddress,
 	}
 	der, err := x509.CreateCertificate(random, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -45,6 +45,12 @@ func (c *Control) Status(ctx context.Context) (Status, error) {
 	return s, c.do(ctx, http.MethodGet, "/v1/status", &s)
 }
 
+// Metrics is the proxy's Prometheus exposition (MetricsPath).
+func (c *Control) Metrics(ctx context.Context) ([]byte, error) {
+	var raw []byte
+	return raw, c.do(ctx, http.MethodGet, MetricsPath, &raw)
+}
+
 // Report is the activity of every instance the proxy knows.
 func (c *Control) Report(ctx context.Context) (Report, error) {
 	var r Report
@@ -136,6 +142,10 @@ func (c *Control) do(ctx context.Context, method, path string, out any) error {
 		return coded.New(CodeControl, "the isx host proxy answered %s: %s", resp.Status, data)
 	}
 	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {

@@ -6,13 +6,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -53,6 +53,8 @@ func hijack(w http.ResponseWriter) (net.Conn, *bufio.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The connection is a stream of its own now: its user sets its limits.
+	conn.SetDeadline(time.Time{}) //nolint:errcheck // a conn without deadlines has none to clear
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -84,20 +86,31 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, e *entry, t targ
 	s.splice(e, client, buffered, upstream)
 }
 
-// splice copies both ways until either side ends, counting the bytes.
+// splice copies both ways until either side ends, counting the bytes,
+// or until nothing has crossed either way for TunnelIdle.
 func (s *Server) splice(e *entry, client net.Conn, buffered *bufio.Reader, upstream net.Conn) {
 	var wg sync.WaitGroup
+	quiet := deadline.NewQuiet(s.opts.TunnelIdle)
 	up := &countingWriter{w: upstream, count: func(n int64) { e.counters.moved(n, 0, s.opts.Clock.Now()) }}
 	down := &countingWriter{w: client, count: func(n int64) { e.counters.moved(0, n, s.opts.Clock.Now()) }}
+	idle := func(err error) {
+		if errors.Is(err, deadline.ErrIdle) {
+			s.opts.Log.Info("closed a tunnel nothing crossed for too long", "instance", e.name, "idle", s.opts.TunnelIdle)
+			client.Close()
+			upstream.Close()
+		}
+	}
 	wg.Go(func() {
-		io.Copy(up, buffered) //nolint:errcheck // ends with either side
+		_, err := io.Copy(up, quiet.Reader(buffered, client))
+		idle(err)
 		closeWrite(upstream)
 		// An upstream that does not close after the instance did is given
 		// a minute to finish.
-		upstream.SetReadDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // closed right after otherwise
+		quiet.Finish(time.Minute)
 	})
 	wg.Go(func() {
-		io.Copy(down, upstream) //nolint:errcheck // ends with either side
+		_, err := io.Copy(down, quiet.Reader(upstream, upstream))
+		idle(err)
 		closeWrite(client)
 	})
 	wg.Wait()
@@ -151,13 +164,7 @@ func (s *Server) intercept(w http.ResponseWriter, e *entry, host string, serve h
 		conn.Close()
 		return
 	}
-	inner := &http.Server{
-		Handler:           serve,
-		ReadHeaderTimeout: time.Minute,
-		IdleTimeout:       5 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
-	}
+	inner := s.instanceServer(serve)
 	inner.Serve(newOneConnListener(conn)) //nolint:errcheck // ends when the connection does
 	inner.Close()
 }

@@ -21,6 +21,7 @@ import (
 //	POST /v1/admit/{instance}       Activity, once the proxy serves the instance's current start
 //	GET  /v1/activity/watch        a Report per line: at once, then after each change
 //	POST /v1/stop                   the proxy ends
+//	GET  /metrics                   the activity as Prometheus metrics (metrics.go)
 
 // Status is what `isx proxy status` shows.
 type Status struct {
@@ -63,6 +64,7 @@ func (s *Server) controlHandler() http.Handler {
 		writeJSON(w, http.StatusOK, Report{Project: s.project(), StartedAt: formatTime(s.startedAt), Instances: s.Activity()})
 	})
 	mux.HandleFunc("GET /v1/activity/watch", s.watchActivity)
+	mux.Handle("GET "+MetricsPath, s.metricsHandler())
 	mux.HandleFunc("GET /v1/activity/{instance}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.activityOf(r.PathValue("instance")))
 	})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -46,8 +47,7 @@ func (s *Server) serveCoordinator(w http.ResponseWriter, r *http.Request, e *ent
 		refuse(http.StatusUnauthorized, "authentication_error", instance.CoordinatorHost+" needs this instance's current secret (the file $"+instance.SecretFileEnv+" names) in "+SecretHeader)
 		return
 	}
-	fresh := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == ""
-	if !s.granted(r.Context(), e, fresh) {
+	if !s.granted(r.Context(), e, r.Header.Get("Mcp-Session-Id") == "") {
 		refuse(http.StatusForbidden, "permission_error", e.name+" may not call isx mcp: only `isx branch --mcp-client` grants it, never to a copy or to an instance made through MCP")
 		return
 	}
@@ -64,25 +64,53 @@ func (s *Server) serveCoordinator(w http.ResponseWriter, r *http.Request, e *ent
 	c := e.counters
 	c.trafficStarted(s.opts.Clock.Now())
 	defer func() { c.trafficEnded(s.opts.Clock.Now()) }()
+	removeIsxHeaders(r.Header)
 	for name := range r.Header {
-		if strings.HasPrefix(name, "X-Isx-") || strings.HasPrefix(name, "Proxy-") {
-			r.Header.Del(name)
+		if hasPrefixAsCGI(name, "proxy-") {
+			delete(r.Header, name)
 		}
 	}
 	b.proxy.ServeHTTP(w, r)
 }
 
+// grantFresh is how long what Incus said of a coordinator's grant is
+// trusted before it is read again.
+const grantFresh = 2 * time.Second
+
 // granted reports whether the instance holds the coordinator grant for
-// this very start. A new connection looks again at Incus, so a withdrawn
-// grant counts from the next connection on.
-func (s *Server) granted(ctx context.Context, e *entry, fresh bool) bool {
-	if !fresh && e.coordinator.Load() {
-		return true
+// this very start. Every request needs it, whatever session it says it
+// belongs to (a header the client chooses), so a withdrawn grant counts
+// within grantFresh on every connection. A request opening a session
+// (opening) always reads Incus afresh: a coordinator told its grant was
+// withdrawn cannot reconnect on the strength of a cached yes.
+func (s *Server) granted(ctx context.Context, e *entry, opening bool) bool {
+	now := s.opts.Clock.Now()
+	if ok, fresh := e.grant.seen(now); fresh && !opening {
+		return ok
 	}
 	inst, _, err := s.opts.Client.GetInstance(ctx, e.name)
 	ok := err == nil && instance.Coordinator(inst) && incarnation(inst) == e.incarnation
-	e.coordinator.Store(ok)
+	e.grant.saw(ok, now)
 	return ok
+}
+
+// grantSeen is the coordinator grant as last read from Incus.
+type grantSeen struct {
+	mu      sync.Mutex
+	ok      bool
+	checked time.Time
+}
+
+func (g *grantSeen) seen(now time.Time) (ok, fresh bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ok, !g.checked.IsZero() && now.Sub(g.checked) < grantFresh && !now.Before(g.checked)
+}
+
+func (g *grantSeen) saw(ok bool, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ok, g.checked = ok, now
 }
 
 // backendFor is the coordinator's running isx mcp, started when there is
@@ -137,6 +165,10 @@ func (s *Server) backendFor(name string) (*backend, error) {
 		FlushInterval: -1,
 		BufferPool:    copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if deadline.TooSlow(err) || deadline.Cut(r.Context()) {
+				tooSlow(w)
+				return
+			}
 			if r.Context().Err() == nil {
 				s.opts.Log.Warn("isx mcp for a coordinator did not answer", "instance", name, "error", err)
 				writeError(w, http.StatusBadGateway, "api_error", "isx host proxy: isx mcp for "+name+" did not answer")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
 
@@ -31,6 +32,7 @@ type exchange struct {
 	dog     *watchdog
 
 	meter    *usageMeter
+	memory   *hold
 	complete atomic.Bool
 	finished sync.Once
 }
@@ -76,6 +78,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, e *entry, t tar
 		x.account = account
 	}
 	if x.model {
+		memory, ok := s.admit(e)
+		defer memory.release()
+		if !ok {
+			memory.refuse(w)
+			return
+		}
+		x.memory = memory
 		if !s.readModelRequest(w, r, x) {
 			return
 		}
@@ -94,8 +103,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, e *entry, t tar
 	s.forwarder.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, x)))
 }
 
-// readModelRequest reads a model call's body whole, refusing one larger
-// than the proxy accepts before anything goes upstream.
+// readModelRequest refuses a model call larger than the proxy accepts
+// before anything goes upstream. A body of a known length streams
+// through; one without (chunked) is read whole first, within the call's
+// memory budget, since only then is its size known.
 func (s *Server) readModelRequest(w http.ResponseWriter, r *http.Request, x *exchange) bool {
 	limit := s.opts.MaxModelRequest
 	tooLarge := func(size string) bool {
@@ -106,17 +117,45 @@ func (s *Server) readModelRequest(w http.ResponseWriter, r *http.Request, x *exc
 	if r.ContentLength > limit {
 		return tooLarge(fmt.Sprint(r.ContentLength))
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	x.e.counters.moved(int64(len(body)), 0, s.opts.Clock.Now())
-	if err != nil {
-		s.opts.Log.Info("a model call's body could not be read", "instance", x.e.name, "error", err)
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "isx host proxy: the request body could not be read")
-		return false
+	if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &countedRequest{ReadCloser: r.Body, c: x.e.counters, clock: s.opts.Clock}
+		}
+		return true
 	}
-	if int64(len(body)) > limit {
-		return tooLarge(fmt.Sprintf("more than %d", limit))
+	var body bytes.Buffer
+	var charged int
+	for {
+		body.Grow(memoryStep)
+		if grown := body.Cap() - charged; grown > 0 {
+			if !x.memory.use(int64(grown)) {
+				x.memory.refuse(w)
+				return false
+			}
+			charged += grown
+		}
+		// Read into the room just paid for, never more.
+		room := body.AvailableBuffer()[:memoryStep]
+		n, err := io.ReadFull(r.Body, room)
+		body.Write(room[:n])
+		x.e.counters.moved(int64(n), 0, s.opts.Clock.Now())
+		if int64(body.Len()) > limit {
+			return tooLarge(fmt.Sprintf("more than %d", limit))
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			s.opts.Log.Info("a model call's body could not be read", "instance", x.e.name, "error", err)
+			if deadline.TooSlow(err) {
+				tooSlow(w)
+				return false
+			}
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "isx host proxy: the request body could not be read")
+			return false
+		}
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body.Bytes())), int64(body.Len())
 	return true
 }
 
@@ -162,13 +201,30 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 // stripCredentials removes what an instance may have sent as a
 // credential, and every X-Isx- header.
 func stripCredentials(h http.Header) {
-	for name := range h {
-		if strings.HasPrefix(name, "X-Isx-") {
-			delete(h, name)
-		}
-	}
+	removeIsxHeaders(h)
 	for _, name := range []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Proxy-Connection"} {
 		h.Del(name)
+	}
+}
+
+// hasPrefixAsCGI reports whether a header's name begins with prefix
+// (lowercase, with '-') as a CGI or WSGI program reads names: any case,
+// and '_' the same as '-'. Go keeps X_Isx_Instance apart from
+// X-Isx-Instance; such a program does not.
+func hasPrefixAsCGI(name, prefix string) bool {
+	if len(name) < len(prefix) {
+		return false
+	}
+	return strings.EqualFold(strings.ReplaceAll(name[:len(prefix)], "_", "-"), prefix)
+}
+
+// removeIsxHeaders removes every header an instance sent under an isx
+// name, however spelled: only the proxy sets those.
+func removeIsxHeaders(h http.Header) {
+	for name := range h {
+		if hasPrefixAsCGI(name, "x-isx-") {
+			delete(h, name)
+		}
 	}
 }
 
@@ -212,6 +268,7 @@ func (s *Server) meterResponse(resp *http.Response) error {
 	x.dog.reset(s.opts.StallTimeout)
 	if x.model {
 		x.meter = newUsageMeter(resp.Header.Get("Content-Type"), x.e.counters.addUsage)
+		x.meter.memory = x.memory
 	}
 	resp.Body = &meteredBody{ReadCloser: resp.Body, x: x}
 	return nil
@@ -225,6 +282,9 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 	case x.dog.fired.Load():
 		s.opts.Log.Warn("the upstream stalled; gave up", "instance", x.e.name, "host", x.t.host)
 		writeError(w, http.StatusGatewayTimeout, "timeout_error", "isx host proxy: "+x.t.host+" sent nothing in time")
+	case deadline.TooSlow(err) || deadline.Cut(r.Context()):
+		s.opts.Log.Info("cut a request whose body came too slowly", "instance", x.e.name, "host", x.t.host)
+		tooSlow(w)
 	case errors.Is(err, context.Canceled):
 		s.opts.Log.Info("the instance went away before the upstream answered", "instance", x.e.name, "host", x.t.host)
 	default:
@@ -365,3 +425,9 @@ type bufferPool struct{ pool sync.Pool }
 
 func (p *bufferPool) Get() []byte  { return *p.pool.Get().(*[]byte) }
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
+// tooSlow answers a request whose body stood still; the connection ends.
+func tooSlow(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestTimeout, "timeout_error", "isx host proxy: "+deadline.ErrTooSlow.Error())
+}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/proxy/proxytest"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/testkit"
 )
 
 func TestMain(m *testing.M) { incustest.Main(m, proxytest.RemoveClient) }
@@ -36,12 +36,17 @@ const (
 	busyboxAccounts = "tpl-proxy-busybox"
 	debianAccounts  = "tpl-proxy-debian"
 	busyboxNone     = "tpl-proxy-none"
+	// busyboxRootRun keeps /run on the root disk: its init mounts
+	// nothing there.
+	busyboxRootRun = "tpl-proxy-rootrun"
 )
 
 var accountTemplates = map[string]string{
 	busyboxAccounts + ".yaml": "name: " + busyboxAccounts + "\nparent: tpl-test-busybox\naccounts:\n  claude: work\n  openai: work\n  github: bot\n",
 	debianAccounts + ".yaml":  "name: " + debianAccounts + "\nparent: tpl-test-debian\naccounts:\n  claude: work\n  github: bot\n",
 	busyboxNone + ".yaml":     "name: " + busyboxNone + "\nparent: tpl-test-busybox\n",
+	busyboxRootRun + ".yaml": "name: " + busyboxRootRun + "\nparent: tpl-test-busybox\naccounts:\n  claude: work\n" +
+		"run:\n  - name: leave /run on the root disk\n    run: sed -i '/mount -t tmpfs/d' /etc/inittab\n",
 }
 
 // world is one test's: a throwaway Incus project with built templates, a
@@ -55,7 +60,7 @@ type world struct {
 	apiKey    string
 	token     string
 	upstreams map[string]config.Upstream
-	logs      *syncBuffer
+	logs      *testkit.SyncBuffer
 	server    *proxy.Server
 	done      chan error
 }
@@ -63,7 +68,7 @@ type world struct {
 func newWorld(t testing.TB, templates ...string) *world {
 	t.Helper()
 	c := incustest.Project(t)
-	w := &world{t: t, client: c, home: shortHome(t), apiKey: "sk-ant-api03-" + randomHex(t, 24), token: "ghp_" + randomHex(t, 18), logs: &syncBuffer{}}
+	w := &world{t: t, client: c, home: shortHome(t), apiKey: "sk-ant-api03-" + randomHex(t, 24), token: "ghp_" + randomHex(t, 18), logs: &testkit.SyncBuffer{}}
 	w.set = buildtest.Templates(t, buildtest.Write(t, accountTemplates))
 	buildtest.Build(t, c, w.set, templates...)
 	a, err := proxytest.StartAnthropic()
@@ -125,23 +130,6 @@ func (w *world) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	w.t.Cleanup(cancel)
 	return ctx
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func (w *world) options(clk clock.Clock) proxy.Options {
@@ -275,6 +263,30 @@ func (w *world) waitActivity(name, what string, ok func(proxy.Activity) bool) pr
 		last = w.activity(name)
 		return ok(last)
 	})
+	return last
+}
+
+// waitActivityWhile is waitActivity for a call that runs in the
+// background: if the call ends before the activity shows, the wait stops
+// at once and fails with what the call printed, which is what a person
+// needs to see, instead of a minute's silence.
+func (w *world) waitActivityWhile(name, what string, running <-chan string, ok func(proxy.Activity) bool) proxy.Activity {
+	w.t.Helper()
+	var last proxy.Activity
+	var ended *string
+	incustest.WaitFor(w.t, what, time.Minute, func() bool {
+		select {
+		case out := <-running:
+			ended = &out
+			return true
+		default:
+		}
+		last = w.activity(name)
+		return ok(last)
+	})
+	if ended != nil {
+		w.t.Fatalf("the call ended before %s; it printed: %s; activity then: %+v", what, *ended, w.activity(name))
+	}
 	return last
 }
 

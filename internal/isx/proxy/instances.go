@@ -30,8 +30,10 @@ type entry struct {
 	// projectLocal: built from a project-local definition.
 	projectLocal bool
 	counters     *counters
-	// coordinator: the grant was seen for this start.
-	coordinator atomic.Bool
+	// memory is the budget of this start's model calls.
+	memory *budget
+	// grant is the coordinator grant as last read for this start.
+	grant grantSeen
 }
 
 // incarnation tells one start of an instance from another: Incus sets
@@ -132,7 +134,7 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	e := &entry{
 		name: name, incarnation: inc, secret: secret, template: stamps.Template,
 		accounts: s.templateAccounts(name, stamps), projectLocal: stamps.Source == string(template.SourceProjectLocal),
-		counters: newCounters(s.opts.Clock.Now(), s.changed),
+		counters: newCounters(s.opts.Clock.Now(), s.changed), memory: newBudget(s.opts.InstanceMemory),
 	}
 	s.mu.Lock()
 	s.entries[name] = e

@@ -31,7 +31,7 @@ func (a admitter) Admit(ctx context.Context, name string) error {
 // built template keeps no way to the proxy of its own; the agent pushes
 // from an instance of it as that account.
 //
-// ISX-035.
+// ISX-035, ISX-224.
 func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
 	w := newWorld(t, debianAccounts)
 	git, err := proxytest.StartGit(t.TempDir(), w.token, "hello from the fake git host\n")
@@ -42,7 +42,7 @@ func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
 	w.upstream("github.com", git.URL)
 	const repos = "tpl-proxy-repos"
 	w.set = buildtest.Templates(t, buildtest.Write(t, accountTemplates), buildtest.Write(t, map[string]string{
-		repos + ".yaml": "name: " + repos + "\nparent: " + debianAccounts + "\ntools:\n  - name: claude\n    workdir: work\n    repos:\n      - url: https://github.com/org/repo.git\n        path: work/repo\n",
+		repos + ".yaml": "name: " + repos + "\nparent: " + debianAccounts + "\ntools:\n  - name: claude\n    workdir: work\n    repos:\n      - url: https://github.com/org/repo.git\n        path: work/repo\n      - url: https://github.com/org/repo.git\n",
 	}))
 	w.start(w.options(clock.Real{}))
 	owner, err := instance.CurrentOwner()
@@ -73,9 +73,28 @@ func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
 		t.Errorf("the built template: devices %v, stamps %v", tpl.Devices, instance.ParseStamps(tpl.Config))
 	}
 	w.branch("look", repos, instance.NetworkDefault)
-	out := w.mustRun("look", "cat /home/agent/work/repo/README.md; stat -c %U /home/agent/work/repo; grep -c work/repo /home/agent/.claude.json; grep -rl -- '"+w.token+"' /home /etc /root /opt/isx/claude/package/package.json 2>/dev/null; true")
-	if !strings.Contains(out, "hello from the fake git host") || !strings.Contains(out, "agent\n") || !strings.Contains(out, "1\n") {
+	out := w.mustRun("look", "cat /home/agent/work/repo/README.md /home/agent/repo/README.md; stat -c %U /home/agent/work/repo; grep -rl -- '"+w.token+"' /home /etc /root /opt/isx/claude/package/package.json 2>/dev/null; true")
+	if strings.Count(out, "hello from the fake git host") != 2 || !strings.Contains(out, "agent\n") {
 		t.Errorf("in a branch of the template:\n%s", out)
+	}
+	// ISX-224: Claude Code's own settings trust the home and every
+	// repository the template cloned, as read after the real Claude Code
+	// has run as the agent in each of them.
+	for _, dir := range []string{"/home/agent/work/repo", "/home/agent/repo"} {
+		if out := w.mustRun("look", "runuser -l agent -c 'cd "+dir+" && claude mcp list'"); !strings.Contains(out, "MCP") {
+			t.Errorf("claude mcp list in %s:\n%s", dir, out)
+		}
+	}
+	var settings struct {
+		Projects map[string]struct {
+			HasTrustDialogAccepted bool `json:"hasTrustDialogAccepted"`
+		} `json:"projects"`
+	}
+	decodeJSON(t, w.mustRun("look", "cat /home/agent/.claude.json"), &settings)
+	for _, dir := range []string{"/home/agent", "/home/agent/work", "/home/agent/work/repo", "/home/agent/repo"} {
+		if !settings.Projects[dir].HasTrustDialogAccepted {
+			t.Errorf("Claude Code does not trust %s: %+v", dir, settings.Projects)
+		}
 	}
 	if strings.Contains(out, "/home/") || strings.Contains(out, "/etc/") || strings.Contains(out, "/root/") {
 		t.Errorf("the account's token is in a file of the template:\n%s", out)

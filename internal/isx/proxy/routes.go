@@ -11,6 +11,7 @@ import (
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/instance"
 )
 
@@ -146,11 +147,7 @@ func (s *Server) rewriteRoute(pr *httputil.ProxyRequest) {
 	u.RawQuery = pr.In.URL.RawQuery
 	pr.Out.Host = call.route.Name
 	h := pr.Out.Header
-	for name := range h {
-		if strings.HasPrefix(name, "X-Isx-") {
-			delete(h, name)
-		}
-	}
+	removeIsxHeaders(h)
 	h.Del("Proxy-Authorization")
 	h.Del("Proxy-Connection")
 	h.Set(InstanceHeader, call.e.name)
@@ -178,6 +175,11 @@ func removeRouteSecret(resp *http.Response) error {
 // controllerFailed answers when the controller could not be reached.
 func (s *Server) controllerFailed(w http.ResponseWriter, r *http.Request, err error) {
 	call := r.Context().Value(routeKey{}).(*routeCall)
+	if deadline.TooSlow(err) || deadline.Cut(r.Context()) {
+		s.opts.Log.Info("cut a host route request whose body came too slowly", "instance", call.e.name, "route", call.route.Name)
+		tooSlow(w)
+		return
+	}
 	if r.Context().Err() != nil {
 		s.opts.Log.Info("the instance went away before the controller answered", "instance", call.e.name, "route", call.route.Name)
 		return

@@ -1,18 +1,14 @@
 package proxy
 
 import (
-	"bufio"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
@@ -31,14 +27,14 @@ const CodeUnsafeRouteSecret = "unsafe_route_secret"
 func (s *Server) routeSecret(name string) (string, error) {
 	owner := s.owner
 	configDir := config.Dir(s.opts.Home)
-	if err := owner.safeDir(configDir); err != nil {
+	if err := s.routeSafeDir(configDir); err != nil {
 		return "", err
 	}
 	dir := config.HostRoutesDir(s.opts.Home)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", coded.Wrap(CodeState, err, "cannot make the directory of the route secrets %s", dir)
 	}
-	if err := owner.safeDir(dir); err != nil {
+	if err := s.routeSafeDir(dir); err != nil {
 		return "", err
 	}
 	path := config.RouteSecretPath(s.opts.Home, name)
@@ -83,68 +79,21 @@ func (s *Server) makeRouteSecret(path string) (string, error) {
 	return secret, nil
 }
 
-// fileOwner is the host user the proxy runs as, whom the route secrets'
-// paths must belong to.
-type fileOwner struct {
-	uid  uint32
-	gid  uint32
-	name string
-	// groupFile and passwdFile tell a private group from a shared one.
-	groupFile, passwdFile string
+// routeSafeDir refuses a directory that is not the user's or that others
+// can write to, as accounts.yaml's is refused (config.Owner).
+func (s *Server) routeSafeDir(path string) error {
+	return routeUnsafe(path, s.owner.SafeDir(path))
 }
 
-func currentOwner() fileOwner {
-	o := fileOwner{uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), groupFile: "/etc/group", passwdFile: "/etc/passwd"}
-	if u, err := user.Current(); err == nil {
-		o.name = u.Username
-	}
-	return o
-}
-
-func unsafef(format string, args ...any) error {
-	return coded.New(CodeUnsafeRouteSecret, format, args...)
-}
-
-// safeDir refuses a directory that is not the user's or that others can
-// write to; the user's own private group may (a umask of 002 makes it so).
-func (o fileOwner) safeDir(path string) error {
-	info, err := os.Stat(path)
-	if err != nil {
-		return coded.Wrap(CodeUnsafeRouteSecret, err, "%s cannot be looked at", path)
-	}
-	st := info.Sys().(*syscall.Stat_t)
-	mode := info.Mode().Perm()
-	switch {
-	case !info.IsDir():
-		return unsafef("%s is not a directory", path)
-	case st.Uid != o.uid:
-		return unsafef("%s belongs to uid %d, not to you; `chown %d %s`", path, st.Uid, o.uid, path)
-	case mode&0o002 != 0:
-		return unsafef("%s is writable by anyone; `chmod o-w %s`", path, path)
-	case mode&0o020 != 0 && !o.privateGroup(st.Gid):
-		return unsafef("%s is writable by group %d, which others share; `chmod g-w %s`", path, st.Gid, path)
-	}
-	return nil
-}
-
-// readSecret reads a secret file that only the user can read.
-func (o fileOwner) readSecret(path string) (string, error) {
-	info, err := os.Lstat(path)
-	if err != nil {
+// readSecret reads a secret file that only the user can read: opened
+// once, the open file checked, never through a symbolic link.
+func (o routeOwner) readSecret(path string) (string, error) {
+	data, _, err := o.ReadPrivate(path, false, 4<<10)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	st := info.Sys().(*syscall.Stat_t)
-	switch {
-	case !info.Mode().IsRegular():
-		return "", unsafef("%s is not a plain file; delete it and the proxy makes a new secret", path)
-	case st.Uid != o.uid:
-		return "", unsafef("%s belongs to uid %d, not to you; `chown %d %s`, or delete it for a new one", path, st.Uid, o.uid, path)
-	case info.Mode().Perm()&0o077 != 0:
-		return "", unsafef("%s can be read or written by others (mode %04o); `chmod 600 %s`", path, info.Mode().Perm(), path)
-	}
-	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", coded.Wrap(CodeUnsafeRouteSecret, err, "%s cannot be read", path)
+		return "", routeUnsafe(path, err)
 	}
 	secret := strings.TrimSpace(string(data))
 	if secret == "" {
@@ -153,45 +102,22 @@ func (o fileOwner) readSecret(path string) (string, error) {
 	return secret, nil
 }
 
-// privateGroup reports whether gid is the user's own group: the user's
-// primary group, which no other account has as its primary group or
-// lists as a member.
-func (o fileOwner) privateGroup(gid uint32) bool {
-	if gid != o.gid {
-		return false
+// routeOwner is the user the route secrets' paths must belong to.
+type routeOwner struct{ config.Owner }
+
+// routeUnsafe codes a problem with a route secret's path: 503 until it
+// is fixed.
+func routeUnsafe(path string, err error) error {
+	if err == nil {
+		return nil
 	}
-	want := strconv.FormatUint(uint64(gid), 10)
-	others := false
-	groupErr := scan(o.groupFile, func(fields []string) {
-		if len(fields) >= 4 && fields[2] == want {
-			for _, member := range strings.Split(fields[3], ",") {
-				if member != "" && member != o.name {
-					others = true
-				}
-			}
-		}
-	})
-	passwdErr := scan(o.passwdFile, func(fields []string) {
-		if len(fields) >= 4 && fields[3] == want && fields[2] != strconv.FormatUint(uint64(o.uid), 10) {
-			others = true
-		}
-	})
-	// A database that cannot be read proves nothing: the group counts
-	// as shared.
-	return !others && groupErr == nil && passwdErr == nil
+	var unsafe *config.UnsafeError
+	if errors.As(err, &unsafe) {
+		return coded.Wrap(CodeUnsafeRouteSecret, err, "%s %s", unsafe.Path, unsafe.Why())
+	}
+	return coded.Wrap(CodeUnsafeRouteSecret, err, "%s cannot be looked at", path)
 }
 
-// scan calls line with the colon-separated fields of each line of an
-// /etc database.
-func scan(path string, line func([]string)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		line(strings.Split(lines.Text(), ":"))
-	}
-	return lines.Err()
+func unsafef(format string, args ...any) error {
+	return coded.New(CodeUnsafeRouteSecret, format, args...)
 }

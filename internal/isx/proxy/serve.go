@@ -112,7 +112,14 @@ func (s *Server) serveInstance(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", "the isx host proxy forwards http:// URLs; for https:// use CONNECT (HTTPS_PROXY)")
 			return
 		}
-		s.forward(w, r, e, s.targetFor("http", r.URL.Host), r.URL.Path)
+		t := s.targetFor("http", r.URL.Host)
+		if t.kind != "" && !t.configured {
+			// The account's credential would go to port 80 in clear.
+			s.opts.Log.Warn("refused a plain http:// request to a host that gets credentials", "instance", name, "host", t.host)
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "isx host proxy: http://"+t.host+" would carry "+t.host+"'s credential in clear; use https://"+t.host+" (through HTTPS_PROXY), or name an upstream for "+t.host+" under proxy: upstreams: in config.yaml")
+			return
+		}
+		s.forward(w, r, e, t, r.URL.Path)
 	default:
 		s.route(w, r, e)
 	}

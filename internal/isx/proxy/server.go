@@ -19,6 +19,7 @@ import (
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
+	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/template"
 )
@@ -75,6 +76,17 @@ type Options struct {
 	HeaderTimeout   time.Duration
 	StallTimeout    time.Duration
 	MaxModelRequest int64
+	// InstanceMemory and ProxyMemory are the bytes model calls may hold
+	// in memory at once, per instance and in all (budget.go).
+	InstanceMemory int64
+	ProxyMemory    int64
+	// Limits are how long a client of the proxy's listeners (instances,
+	// the control socket) may keep a connection standing still: a body
+	// that stops coming, a response nobody reads (deadline.Defaults).
+	Limits deadline.Limits
+	// TunnelIdle ends a tunnel nothing has crossed, either way, for this
+	// long; default DefaultHeaderTimeout.
+	TunnelIdle time.Duration
 	// WatchInterval is how often the proxy checks that its control socket
 	// is still its own (a removed directory ends it); default 15 s.
 	WatchInterval time.Duration
@@ -91,7 +103,10 @@ type Server struct {
 	// secrets' paths must belong to.
 	routes         map[string]*hostRoute
 	routeTransport *http.Transport
-	owner          fileOwner
+	owner          routeOwner
+
+	// memory is the budget of every instance's model calls together.
+	memory *budget
 
 	backendMu sync.Mutex
 	backends  map[string]*backend
@@ -149,6 +164,16 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxModelRequest == 0 {
 		opts.MaxModelRequest = DefaultMaxModelRequest
 	}
+	if opts.InstanceMemory == 0 {
+		opts.InstanceMemory = DefaultInstanceMemory
+	}
+	if opts.ProxyMemory == 0 {
+		opts.ProxyMemory = DefaultProxyMemory
+	}
+	opts.Limits = opts.Limits.OrDefaults()
+	if opts.TunnelIdle == 0 {
+		opts.TunnelIdle = DefaultHeaderTimeout
+	}
 	if opts.WatchInterval == 0 {
 		opts.WatchInterval = 15 * time.Second
 	}
@@ -167,30 +192,29 @@ func New(opts Options) (*Server, error) {
 	seen, _ := os.Stat(config.AccountsPath(opts.Home))
 	s := &Server{
 		opts: opts, dir: dir, ca: ca, accounts: accounts, accountsSeen: seen,
-		backends: map[string]*backend{}, changed: newBell(),
+		backends: map[string]*backend{}, changed: newBell(), memory: newBudget(opts.ProxyMemory),
 		entries: map[string]*entry{}, listeners: map[string]net.Listener{}, learning: map[string]*sync.Mutex{},
 	}
 	s.transport = newTransports(opts.Log)
 	s.forwarder = s.newForwarder()
-	s.owner = currentOwner()
+	s.owner = routeOwner{config.CurrentOwner()}
 	s.loadRoutes(opts.HostRoutes)
-	s.instanceHTTP = &http.Server{
-		Handler:           http.HandlerFunc(s.serveInstance),
-		ConnContext:       linkContext,
-		ReadHeaderTimeout: time.Minute,
-		IdleTimeout:       5 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
-	}
-	s.directHTTP = &http.Server{
-		Handler:           http.HandlerFunc(s.serveDirect),
-		ConnContext:       linkContext,
-		ReadHeaderTimeout: time.Minute,
-		IdleTimeout:       5 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
-	}
+	s.instanceHTTP = s.instanceServer(http.HandlerFunc(s.serveInstance))
+	s.instanceHTTP.ConnContext = linkContext
+	s.directHTTP = s.instanceServer(http.HandlerFunc(s.serveDirect))
+	s.directHTTP.ConnContext = linkContext
 	return s, nil
+}
+
+// instanceServer serves instances' requests with h, within the limits.
+func (s *Server) instanceServer(h http.Handler) *http.Server {
+	srv := &http.Server{
+		Handler:        h,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
+	}
+	s.opts.Limits.Apply(srv)
+	return srv
 }
 
 // privateDir makes the proxy's directory, readable by the user alone.
@@ -244,9 +268,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return coded.Wrap(CodeState, err, "cannot write the proxy's pid file in %s", s.dir)
 	}
 	s.opts.Log.Info("isx proxy started", "pid", os.Getpid(), "project", s.project(), "version", s.opts.Version, "accounts", s.accounts.Count())
-	controlHTTP := &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
+	controlHTTP := &http.Server{Handler: s.controlHandler(), ErrorLog: slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
 		// A watch of the activity ends when the proxy stops.
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	limits := s.opts.Limits
+	limits.Header = min(limits.Header, 10*time.Second)
+	limits.Apply(controlHTTP)
 	s.work.Go(func() {
 		if err := controlHTTP.Serve(control); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.opts.Log.Error("the control socket stopped serving", "error", err)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 )
@@ -23,6 +24,12 @@ const (
 type usageMeter struct {
 	stream bool
 	credit func(Usage)
+	// memory, when set, is what the buffers below are counted against:
+	// over it the usage goes unread and the body passes on.
+	memory interface {
+		use(int64) bool
+		free(int64)
+	}
 
 	body     bytes.Buffer // JSON body, up to maxUsageJSON
 	line     []byte       // the SSE line being read
@@ -41,10 +48,17 @@ func newUsageMeter(contentType string, credit func(Usage)) *usageMeter {
 func (m *usageMeter) Write(p []byte) (int, error) {
 	n := len(p)
 	if !m.stream {
+		if m.skipping {
+			return n, nil
+		}
 		if m.body.Len()+len(p) > maxUsageJSON {
 			m.fail(fmt.Errorf("the JSON body is larger than %d bytes", maxUsageJSON))
-			m.body.Reset()
+			m.drop()
 			return len(p), nil
+		}
+		if !m.hold(len(p)) {
+			m.drop()
+			return n, nil
 		}
 		m.body.Write(p)
 		return len(p), nil
@@ -56,10 +70,13 @@ func (m *usageMeter) Write(p []byte) (int, error) {
 			chunk = p[:i]
 		}
 		if !m.skipping {
-			if len(m.line)+len(chunk) > maxSSELine {
+			switch {
+			case len(m.line)+len(chunk) > maxSSELine:
 				m.fail(fmt.Errorf("an event line is longer than %d bytes", maxSSELine))
-				m.skipping, m.line = true, m.line[:0]
-			} else {
+				m.skipLine()
+			case !m.hold(len(chunk)):
+				m.skipLine()
+			default:
 				m.line = append(m.line, chunk...)
 			}
 		}
@@ -69,6 +86,7 @@ func (m *usageMeter) Write(p []byte) (int, error) {
 		if !m.skipping {
 			m.event(bytes.TrimSuffix(m.line, []byte("\r")))
 		}
+		m.unhold(len(m.line))
 		m.line, m.skipping = m.line[:0], false
 		p = p[i+1:]
 	}
@@ -147,6 +165,35 @@ func (m *usageMeter) finish(complete bool) {
 		m.credit(fields.usage())
 	}
 	m.body.Reset()
+}
+
+// hold counts n more buffered bytes against the memory budget; over it,
+// the usage of what is buffered goes unread.
+func (m *usageMeter) hold(n int) bool {
+	if m.memory == nil || m.memory.use(int64(n)) {
+		return true
+	}
+	m.fail(errors.New("its buffer is over the memory budget of the instance's model calls"))
+	return false
+}
+
+func (m *usageMeter) unhold(n int) {
+	if m.memory != nil {
+		m.memory.free(int64(n))
+	}
+}
+
+// drop forgets a JSON body that will not be read.
+func (m *usageMeter) drop() {
+	m.unhold(m.body.Len())
+	m.body.Reset()
+	m.skipping = true
+}
+
+// skipLine forgets the SSE line being read, and skips the rest of it.
+func (m *usageMeter) skipLine() {
+	m.unhold(len(m.line))
+	m.skipping, m.line = true, m.line[:0]
 }
 
 func (m *usageMeter) fail(err error) {

@@ -13,7 +13,7 @@ import (
 // Status and Start are on isx mcp's hot path: every task_status, exec with
 // background: true and list_instances pays for them. Run with
 //
-//	go test ./internal/task -run '^$' -bench . -benchtime 50x
+//	go test ./internal/isx/task -run '^$' -bench . -benchtime 50x
 func BenchmarkTasksDebian(b *testing.B) {
 	c := incustest.Project(b)
 	e := setUp(b, c, incustest.Launch(b, c, incustest.Debian), modeSystemd)

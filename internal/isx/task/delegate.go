@@ -111,6 +111,21 @@ type DelegateRun struct {
 	Session string
 }
 
+// Stream puts the head and tail of the run's event stream back together:
+// whole when they overlap, else with the middle left out (the tail's
+// first, cut line is then not JSON and is skipped).
+func (r *DelegateRun) Stream() []byte {
+	head, tail, size := r.Head, r.Tail, r.Status.StdoutBytes
+	switch {
+	case size <= int64(len(head)):
+		return head
+	case size <= int64(len(head)+len(tail)):
+		overlap := int64(len(head)+len(tail)) - size
+		return append(append([]byte{}, head...), tail[overlap:]...)
+	}
+	return append(append(append([]byte{}, head...), '\n'), tail...)
+}
+
 // readDelegateScript prints a task's facts, then its session and the head
 // and tail of its latest run's logs, each as "section NAME LENGTH" and
 // exactly LENGTH bytes. Arguments: id head-bytes tail-bytes.

@@ -3,14 +3,13 @@ package task
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
 
-// Codes carried by Error: machine-readable reasons, named as isx mcp's
+// Codes of this package's failures: machine-readable reasons, named as isx mcp's
 // refusals name them (_meta["dev.incusspawn/error"].code).
 const (
 	// CodeInvalidArgument: the call asked for something malformed (a task
@@ -32,21 +31,16 @@ const (
 	CodeInternal = "internal"
 )
 
-// Error is a failed task operation: a code, and a sentence a person can act
-// on, about the instance and task named (TaskID is empty when the failure
-// concerns no single task).
-type Error struct {
-	coded.Base
-	Instance string
-	TaskID   string
-}
+// Failures are coded errors (internal/coded) with one of the codes above,
+// a sentence a person can act on, and the instance and task they concern
+// (About "instance" and "task_id"; no task when the failure concerns none).
 
-func newError(code, instance, taskID, format string, args ...any) *Error {
+func newError(code, instance, taskID, format string, args ...any) *coded.Error {
 	return wrapError(code, instance, taskID, nil, format, args...)
 }
 
-func wrapError(code, instance, taskID string, err error, format string, args ...any) *Error {
-	return &Error{Base: coded.Base{Code: code, Message: fmt.Sprintf(format, args...), Err: err}, Instance: instance, TaskID: taskID}
+func wrapError(code, instance, taskID string, err error, format string, args ...any) *coded.Error {
+	return coded.Wrap(code, err, format, args...).On("instance", instance).On("task_id", taskID)
 }
 
 // execError classifies a failure to run a script in the instance.

@@ -41,7 +41,7 @@ type scriptRun struct {
 	stderr   []byte
 }
 
-// run executes s and parses its output. An "error" line becomes an *Error
+// run executes s and parses its output. An "error" line becomes a coded error
 // with its code; an exit code other than 0 (and exitNoUnits, exitLaunch,
 // which the callers handle) without one is internal.
 func run(ctx context.Context, ex Executor, instance, taskID string, s script) (*scriptRun, error) {

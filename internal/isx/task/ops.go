@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Status reads a task's state from its instance in one exec (ISX-127). A
@@ -218,8 +220,8 @@ func Cancel(ctx context.Context, ex Executor, instance, taskID string) (*Cancell
 }
 
 func wrapLost(err error) error {
-	if e, ok := err.(*Error); ok && e.Code == CodeNotFound && e.TaskID != "" && strings.Contains(e.Message, "has no record") {
-		return lostError(e.Instance, e.TaskID)
+	if e, ok := err.(*coded.Error); ok && e.Code == CodeNotFound && e.About["task_id"] != "" && strings.Contains(e.Message, "has no record") {
+		return lostError(e.About["instance"], e.About["task_id"])
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Starter makes tasks. It holds the clock that dates them and the random
@@ -178,8 +179,8 @@ func marshal(v any) (string, error) {
 
 // withInstance fills in the instance of a validation error.
 func withInstance(err error, instance string) error {
-	if e, ok := err.(*Error); ok && e.Instance == "" {
-		e.Instance = instance
+	if e, ok := err.(*coded.Error); ok {
+		e.On("instance", instance)
 	}
 	return err
 }

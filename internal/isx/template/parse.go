@@ -45,6 +45,23 @@ var (
 	fileKeys = []string{"path", "content", "mode", "owner"}
 	toolKeys = []string{"name", "model", "repos", "workdir", "agent_note"}
 	repoKeys = []string{"url", "path"}
+	// meantKeys are the keys a definition's author writes, from other
+	// tools' files or from memory, for the ones isx reads; each is
+	// suggested only where it is allowed.
+	meantKeys = map[string][]string{
+		"steps": {"run"}, "commands": {"run"}, "command": {"run"}, "cmd": {"run"}, "script": {"run"},
+		"scripts": {"run"}, "build": {"run"}, "shell": {"run"}, "exec": {"run"},
+		"from": {"parent", "image"}, "base": {"parent", "image"}, "extends": {"parent"}, "inherits": {"parent"},
+		"apt": {"packages"}, "pkgs": {"packages"}, "deps": {"packages"}, "dependencies": {"packages"}, "install": {"packages"},
+		"environment": {"env"}, "vars": {"env"}, "variables": {"env"},
+		"agents": {"tools"}, "desc": {"description"}, "summary": {"description"},
+		"as": {"user"}, "runas": {"user"}, "run_as": {"user"}, "run-as": {"user"}, "label": {"name"}, "title": {"name"},
+		"data": {"content"}, "text": {"content"}, "body": {"content"},
+		"dest": {"path"}, "destination": {"path"}, "target": {"path"}, "file": {"path"},
+		"permissions": {"mode"}, "perm": {"mode"}, "perms": {"mode"}, "chmod": {"mode"}, "chown": {"owner"},
+		"dir": {"workdir"}, "cwd": {"workdir"}, "working_dir": {"workdir"}, "working-dir": {"workdir"},
+		"repositories": {"repos"}, "note": {"agent_note"}, "notes": {"agent_note"}, "repo": {"url", "repos"},
+	}
 	toolList = []string{ToolClaude, ToolCodex, ToolPi, ToolOpencode}
 	userList = []string{UserRoot, UserAgent}
 	tarballs = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.zst", ".tar.bz2"}
@@ -120,6 +137,7 @@ func parse(data []byte, file, baseDir string) (*Definition, error) {
 		File:           file,
 		SecondDocument: "put each template in a file of its own",
 		NewError:       fromTree,
+		Meant:          meantKeys,
 	}}
 	_, root, err := r.Document(data)
 	if err != nil {

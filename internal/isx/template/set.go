@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/incusspawn/isx/internal/isx/yamltree"
+	"github.com/incusspawn/isx/internal/spelling"
 )
 
 // Set is every definition that won its name, with what it shadowed. It is
@@ -157,7 +158,12 @@ func (s *Set) Chain(name string) ([]*Definition, error) {
 				"names parent template %q, whose definition cannot be used: %v", cur.Parent, b.Err)}
 		}
 		if !ok {
-			msg := fmt.Sprintf("names parent template %q, which no source defines; define it or fix the name", cur.Parent)
+			msg := fmt.Sprintf("names parent template %q, which no source defines; ", cur.Parent)
+			if near := spelling.Nearest(cur.Parent, s.Names()); near != "" {
+				msg += "did you mean " + near + "?"
+			} else {
+				msg += "define it or fix the name"
+			}
 			if cur != d {
 				msg += fmt.Sprintf(" (%s builds on %s)", d.Name, cur.Name)
 			}

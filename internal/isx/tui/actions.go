@@ -14,9 +14,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/incusspawn/isx/internal/isx/build"
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
 )
 
 // doneMsg is the outcome of an action.
@@ -170,7 +170,7 @@ func (m *model) destroyWarning(e *instance.Entry) string {
 	switch {
 	case mcp.Kept != "":
 		return "isx mcp handed it to you (kept)."
-	case mcp.Session != "" && mcp.Orphaned == "" && mcpserver.SessionAlive(mcp.Session):
+	case mcp.Session != "" && mcp.Orphaned == "" && holding.SessionAlive(mcp.Session):
 		return fmt.Sprintf("A live isx mcp session holds it (%s); its agent loses the instance.", mcp.Label())
 	case mcp.Owner != "":
 		return "It is an orphan of an ended isx mcp session."

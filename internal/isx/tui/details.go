@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -134,7 +134,7 @@ func (m *model) holder(mcp instance.MCPStamps) string {
 	if mcp.Session == "" {
 		return "- (no session holds it)"
 	}
-	if mcpserver.SessionAlive(mcp.Session) {
+	if holding.SessionAlive(mcp.Session) {
 		return mcp.Session + " " + m.st.good.Render("(alive)")
 	}
 	return mcp.Session + " " + m.st.warn.Render("(ended)")

@@ -27,7 +27,7 @@ func newKeyMap() keyMap {
 
 		Pane:    key.NewBinding(key.WithKeys("tab", "shift+tab"), key.WithHelp("tab", "other list")),
 		Details: key.NewBinding(key.WithKeys("f3"), key.WithHelp("F3", "details")),
-		Mission: key.NewBinding(key.WithKeys("f4"), key.WithHelp("F4", "mission")),
+		Mission: key.NewBinding(key.WithKeys("f4"), key.WithHelp("F4", "mission control")),
 		Help:    key.NewBinding(key.WithKeys("f1", "?"), key.WithHelp("F1", "help")),
 		Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Back:    key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
@@ -61,6 +61,12 @@ func (k keyMap) instanceKeys() []key.Binding {
 
 func (k keyMap) detailsKeys() []key.Binding {
 	return []key.Binding{k.Back, k.Up, k.Down, k.Shell, k.Start, k.Stop, k.Destroy, k.Mission, k.Quit}
+}
+
+// templateDetailsKeys are a template's: it is branched and built, not
+// started or entered.
+func (k keyMap) templateDetailsKeys() []key.Binding {
+	return []key.Binding{k.Back, k.Up, k.Down, k.Branch, k.Build, k.Mission, k.Quit}
 }
 
 func (k keyMap) missionKeys() []key.Binding {

@@ -11,7 +11,6 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/incusspawn/isx/internal/isx/instance"
-	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/task"
 )
 
@@ -125,6 +124,8 @@ func (m *model) missionBody(height int) []string {
 	default:
 		note = fmt.Sprintf("Activity from the host proxy; a running task idle for %s or more is marked stuck?.", age(StuckAfter))
 	}
+	// What mission control is, for whoever comes here first.
+	note = "Every instance and task agents made through isx mcp, across their sessions; enter joins a task, c copies the command that joins it. " + note
 	var lines []string
 	for _, line := range wrap(note, m.width-2) {
 		lines = append(lines, " "+m.st.dim.Render(line))
@@ -193,7 +194,7 @@ func (m *model) missionStatus() []string {
 // join_command), or opens a shell in its instance.
 func (m *model) joinCommand(r missionRow) string {
 	if r.task != nil {
-		return mcpserver.JoinCommand(r.task.ID, r.entry.Name)
+		return task.JoinCommand(r.task.ID, r.entry.Name)
 	}
 	return "isx shell " + r.entry.Name
 }

@@ -190,7 +190,14 @@ func (m *model) listed(msg listingMsg) {
 	if msg.err != nil {
 		return
 	}
+	hadInstances := m.listing == nil || len(m.listing.Instances) > 0
 	m.listing = msg.listing
+	// With no instance there is nothing to do in their list: the keys,
+	// and the empty list's "select a template and press b", are the
+	// templates'.
+	if hadInstances && m.pane == paneInstances && len(m.listing.Instances) == 0 && len(m.listing.Templates) > 0 {
+		m.pane = paneTemplates
+	}
 	m.follow()
 	m.readChangedTasks()
 }
@@ -515,7 +522,9 @@ func (m *model) listsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, m.keys.Help):
 		m.showHelp()
 	case key.Matches(msg, m.keys.Filter):
-		m.filtering = true
+		// The last action's outcome is about the rows shown before: it
+		// would come back, stale, when the filter is kept.
+		m.filtering, m.message, m.messageBad = true, "", false
 		return m.filter.Focus()
 	case key.Matches(msg, m.keys.Back):
 		m.filter.SetValue("")

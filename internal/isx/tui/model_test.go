@@ -132,8 +132,9 @@ func TestSelectionFollowsRows(t *testing.T) {
 	if got := selectedLine(m.render()); !strings.HasPrefix(got, "0 ") {
 		t.Errorf("after c went, the cursor is on %q, want 0", got)
 	}
+	// With none left, the focus goes to the templates, where b branches.
 	m.Update(listingMsg{listing: listing()})
-	if view := m.render(); selectedLine(view) != "" || !strings.Contains(view, "No instances") {
+	if view := m.render(); !strings.HasPrefix(selectedLine(view), "tpl-test ") || !strings.Contains(view, "No instances") || !strings.Contains(ansi.Strip(view), "b branch") {
 		t.Errorf("with no instances left:\n%s", view)
 	}
 }

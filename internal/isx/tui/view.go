@@ -36,6 +36,9 @@ func (m *model) render() string {
 	switch m.view {
 	case viewDetails:
 		title, body, status, keys = "details", m.detailsBody, m.statusLines(), m.keys.detailsKeys()
+		if m.detailsTemplate {
+			keys = m.keys.templateDetailsKeys()
+		}
 	case viewMission:
 		title, body, status, keys = "mission control", m.missionBody, m.missionStatus(), m.keys.missionKeys()
 	case viewHelp:

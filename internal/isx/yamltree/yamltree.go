@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/incusspawn/isx/internal/coded"
+	"github.com/incusspawn/isx/internal/spelling"
 )
 
 // Reader reads the nodes of one file. Its zero value, with File set,
@@ -33,6 +34,10 @@ type Reader struct {
 	Hint func(key string) string
 	// NewError turns each problem found into the caller's error type.
 	NewError func(*Error) error
+	// Meant maps keys people write by mistake ("steps") to the keys they
+	// usually mean ("run"), for an unknown key that no allowed key is
+	// spelt near; a meant key is suggested only where it is allowed.
+	Meant map[string][]string
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -166,7 +171,24 @@ func (r *Reader) unknown(name string, known []string) string {
 		}
 	}
 	allowed := slices.Sorted(slices.Values(known))
+	if meant := r.meant(name, known); meant != "" {
+		return fmt.Sprintf("unknown key %q (did you mean %s?); the keys allowed here are %s", name, meant, strings.Join(allowed, ", "))
+	}
 	return fmt.Sprintf("unknown key %q; the keys allowed here are %s", name, strings.Join(allowed, ", "))
+}
+
+// meant is the allowed key an unknown one most likely stands for: one
+// spelt near it, else one that Meant lists for it.
+func (r *Reader) meant(name string, known []string) string {
+	if near := spelling.Nearest(name, known); near != "" {
+		return near
+	}
+	for _, key := range r.Meant[strings.ToLower(name)] {
+		if slices.Contains(known, key) {
+			return key
+		}
+	}
+	return ""
 }
 
 // List returns the items of a list, each refused if it is an alias or

@@ -158,7 +158,7 @@ func TestUnknownKeys(t *testing.T) {
 	r := &yamltree.Reader{File: file}
 	known := []string{"templates", "max-instances", "codex"}
 	problem(t, walk(r, "templates: []\nmax-instancs: 3\n", known), 2, "max-instancs",
-		`unknown key "max-instancs"; the keys allowed here are codex, max-instances, templates`)
+		`unknown key "max-instancs" (did you mean max-instances?); the keys allowed here are codex, max-instances, templates`)
 	if known[0] != "templates" {
 		t.Errorf("known keys reordered in place: %v", known)
 	}
@@ -181,7 +181,7 @@ func TestUnknownKeyHint(t *testing.T) {
 	known := []string{"templates"}
 	problem(t, walk(r, "delegate-max-turns: 200\n", known), 1, "delegate-max-turns",
 		`unknown key "delegate-max-turns": turn limits are no longer supported; delete the line`)
-	problem(t, walk(r, "tempaltes: []\n", known), 1, "tempaltes", `unknown key "tempaltes"; the keys allowed here are templates`)
+	problem(t, walk(r, "tempaltes: []\n", known), 1, "tempaltes", `unknown key "tempaltes" (did you mean templates?); the keys allowed here are templates`)
 }
 
 func TestMappingShapes(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 //	instanceclient mcp -url URL -secret-file FILE call TOOL JSON
 //	instanceclient mcp -url URL -secret-file FILE two
 //	instanceclient mcp -url URL -secret-file FILE bench N TOOL JSON
+//	instanceclient mcp -url URL -secret-file FILE held FILE
 func mcpCommand(args []string) error {
 	flags := flag.NewFlagSet("mcp", flag.ExitOnError)
 	endpoint := flags.String("url", "https://mcp.isx.internal/mcp", "the MCP endpoint")
@@ -96,6 +97,11 @@ func mcpCommand(args []string) error {
 		return nil
 	case "bench":
 		return bench(ctx, session, rest)
+	case "held":
+		if len(rest) != 2 {
+			return errors.New("mcp held FILE")
+		}
+		return held(ctx, session, rest[1])
 	case "two":
 		second, err := connect()
 		if err != nil {
@@ -160,4 +166,34 @@ func bench(ctx context.Context, session *mcp.ClientSession, rest []string) error
 	slices.Sort(took)
 	fmt.Printf("calls=%d median_ns=%d mean_ns=%d\n", n, took[n/2].Nanoseconds(), total.Nanoseconds()/int64(n))
 	return nil
+}
+
+// held uses one session, then keeps using it once file exists: every
+// call carries the session's Mcp-Session-Id. It prints whether a call
+// was refused within 20 s, and after how many.
+func held(ctx context.Context, session *mcp.ClientSession, file string) error {
+	if _, err := session.ListTools(ctx, nil); err != nil {
+		return err
+	}
+	fmt.Println("first=ok")
+	for {
+		if _, err := os.Stat(file); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for n := 1; ; n++ {
+		if _, err := session.ListTools(ctx, nil); err != nil {
+			fmt.Printf("then=refused after %d calls: %v\n", n, err)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("then=served %d calls in 20 s\n", n)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -17,7 +17,8 @@ import (
 // first event named, runs with --auto, and a resume of a session it no
 // longer has fails the run and opens no new one.
 //
-// ISX-084, ISX-078, ISX-079, ISX-107..113, ISX-133, ISX-134.
+// ISX-084, ISX-078, ISX-079, ISX-107, ISX-108, ISX-109, ISX-110, ISX-111,
+// ISX-112, ISX-113, ISX-133, ISX-134.
 func TestPiAndOpencodeISX084(t *testing.T) {
 	w := newWorldOf(t, "templates: ["+buildtest.DebianOthers+"]\n", buildtest.DebianOthers)
 	s := w.start(sessionOptions{notify: true})

@@ -1,11 +1,14 @@
-package mcpserver
+package holding
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/instance"
 	"github.com/incusspawn/isx/internal/isx/process"
 )
 
@@ -48,4 +51,17 @@ func SessionAlive(id string) bool {
 		return false
 	}
 	return process.Alive(pid, start)
+}
+
+// CoordinatorSession is the session of the coordinator instance name:
+// the instance itself, refused unless it holds the grant.
+func CoordinatorSession(ctx context.Context, c *incus.Client, name string) (string, error) {
+	inst, _, err := c.GetInstance(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if !instance.Coordinator(inst) {
+		return "", refuse(CodeRefused, "", "%s may not call isx mcp: only `isx branch --mcp-client` grants it", name)
+	}
+	return instance.CoordinatorSession(inst), nil
 }

@@ -1,4 +1,4 @@
-package mcpserver
+package holding
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
@@ -53,7 +54,7 @@ type SweepReport struct {
 }
 
 // Sweep is what the start of isx mcp does with the host user's orphans
-// (ISX-205..211): an orphan past orphan-grace-hours is destroyed, unless a
+// (ISX-205, ISX-206, ISX-207, ISX-208, ISX-209, ISX-210, ISX-211): an orphan past orphan-grace-hours is destroyed, unless a
 // person is in it with isx shell, it was kept with keep_instance, or an
 // agent it delegated to is still working. One kept only by a delegate
 // that showed no activity for dormant-after-hours is stopped instead and
@@ -65,7 +66,7 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	views, err := userInstances(ctx, opts.Client, opts.Owner)
+	views, err := instancesOf(ctx, opts.Client, opts.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +74,18 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 	// A coordinator that is gone, or lost its grant, leaves orphans
 	// behind although its session id never dies on its own.
 	if gone := sw.stamper().goneCoordinators(ctx, views); len(gone) > 0 {
-		orphans := slices.DeleteFunc(slices.Clone(views), func(v mcpView) bool { return !gone[v.stamps.MCP.Session] })
+		orphans := slices.DeleteFunc(slices.Clone(views), func(v View) bool { return !gone[v.Stamps.MCP.Session] })
 		if err := sw.stamper().stampOrphans(ctx, orphans); err != nil {
 			return nil, err
 		}
-		if views, err = userInstances(ctx, opts.Client, opts.Owner); err != nil {
+		if views, err = instancesOf(ctx, opts.Client, opts.Owner); err != nil {
 			return nil, err
 		}
 	}
 	var errs []error
 	for _, v := range views {
 		if err := sw.one(ctx, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", v.inst.Name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", v.Inst.Name, err))
 		}
 	}
 	sort.Strings(sw.report.Destroyed)
@@ -105,11 +106,11 @@ func (sw *sweeper) leave(name, why string) error {
 	return nil
 }
 
-func (sw *sweeper) one(ctx context.Context, v mcpView) error {
-	name, m := v.inst.Name, v.stamps.MCP
+func (sw *sweeper) one(ctx context.Context, v View) error {
+	name, m := v.Inst.Name, v.Stamps.MCP
 	now := sw.opts.Clock.Now()
-	switch v.holdingFor(sw.opts.Session) {
-	case heldHere, heldElsewhere:
+	switch v.HoldingFor(sw.opts.Session) {
+	case HeldHere, HeldElsewhere:
 		return sw.leave(name, "held by a live session")
 	}
 	if m.Orphaned == "" {
@@ -119,7 +120,7 @@ func (sw *sweeper) one(ctx context.Context, v mcpView) error {
 		sw.report.Noticed = append(sw.report.Noticed, name)
 		return sw.leave(name, "orphaned just now")
 	}
-	at, ok := v.orphanedAt()
+	at, ok := v.OrphanedAt()
 	switch {
 	case !ok:
 		return sw.leave(name, "its orphaned stamp cannot be read")
@@ -129,16 +130,16 @@ func (sw *sweeper) one(ctx context.Context, v mcpView) error {
 		return sw.leave(name, "within orphan-grace-hours")
 	case sw.attended(name):
 		return sw.leave(name, "a person is in it (isx shell)")
-	case v.marked():
+	case v.Marked():
 		return sw.leave(name, "another session is acting on it")
 	}
-	if dormant, ok := v.dormantAt(); ok {
+	if dormant, ok := v.DormantAt(); ok {
 		if now.Before(dormant.Add(sw.opts.Policy.DormantGrace())) {
 			return sw.leave(name, "dormant, within dormant-grace-hours")
 		}
 		return sw.destroy(ctx, name)
 	}
-	if v.inst.Running() {
+	if v.Inst.Running() {
 		working, silentSince, err := sw.delegates(ctx, name)
 		if err != nil {
 			return sw.leave(name, "whether its delegate still works cannot be read: "+err.Error())
@@ -158,30 +159,29 @@ func (sw *sweeper) attended(name string) bool {
 }
 
 // stillOrphaned is the decision made again under the mark.
-func (sw *sweeper) stillOrphaned(v mcpView) *Refusal {
-	name := v.inst.Name
+func (sw *sweeper) stillOrphaned(v View) error {
+	name := v.Inst.Name
 	switch {
-	case v.holdingFor(sw.opts.Session) != orphaned:
-		return refusef(CodeBusy, "%s was adopted", name)
-	case v.stamps.MCP.Kept != "":
-		return refusef(CodeBusy, "%s was kept", name)
+	case v.HoldingFor(sw.opts.Session) != Orphaned:
+		return refuse(CodeBusy, name, "%s was adopted", name)
+	case v.Stamps.MCP.Kept != "":
+		return refuse(CodeBusy, name, "%s was kept", name)
 	case sw.attended(name):
-		return refusef(CodeBusy, "a person entered %s", name)
+		return refuse(CodeBusy, name, "a person entered %s", name)
 	}
 	return nil
 }
 
 func (sw *sweeper) destroy(ctx context.Context, name string) error {
-	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, stateDestroying, sw.stillOrphaned, func() error {
+	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, StateDestroying, sw.stillOrphaned, func() error {
 		err := sw.opts.Client.DeleteInstance(ctx, name, true)
 		if errors.Is(err, incus.ErrNotFound) {
 			return nil
 		}
 		return err
 	})
-	var refusal *Refusal
-	if errors.As(err, &refusal) {
-		return sw.leave(name, refusal.Message)
+	if why, ok := declined(err); ok {
+		return sw.leave(name, why)
 	}
 	if err != nil {
 		return err
@@ -191,16 +191,15 @@ func (sw *sweeper) destroy(ctx context.Context, name string) error {
 }
 
 func (sw *sweeper) stopDormant(ctx context.Context, name string) error {
-	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, stateStopping, sw.stillOrphaned, func() error {
-		return sw.opts.Client.StopInstance(ctx, name, incus.StopOptions{Force: true, Timeout: stopTimeout})
+	err := sw.stamper().markAndAct(ctx, sw.opts.Session, name, StateStopping, sw.stillOrphaned, func() error {
+		return sw.opts.Client.StopInstance(ctx, name, incus.StopOptions{Force: true, Timeout: StopTimeout})
 	})
-	var refusal *Refusal
-	if errors.As(err, &refusal) {
-		return sw.leave(name, refusal.Message)
+	if why, ok := declined(err); ok {
+		return sw.leave(name, why)
 	}
 	stamp := map[string]string{instance.KeyMCPState: "", instance.KeyMCPRunning: ""}
 	if err == nil {
-		stamp[instance.KeyMCPDormant] = formatTime(sw.opts.Clock.Now())
+		stamp[instance.KeyMCPDormant] = instance.FormatTime(sw.opts.Clock.Now())
 	}
 	// The mark is lifted either way; the dormant stamp only after a stop.
 	patchErr := sw.stamper().patch(context.WithoutCancel(ctx), name, "", stamp)
@@ -253,33 +252,15 @@ func (sw *sweeper) delegates(ctx context.Context, name string) (working bool, si
 	return true, silentSince, nil
 }
 
-// sweepAtStart runs the sweep once, with the real clock, when isx mcp
-// starts; problems go to stderr, since no call is there to refuse.
-func (s *Server) sweepAtStart(ctx context.Context) {
-	policy, _, refusal := loadPolicy(s.opts.Home)
-	if refusal != nil {
-		s.warnf("orphan sweep skipped: %s", refusal.Message)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	report, err := Sweep(ctx, SweepOptions{
-		Client: s.opts.Client, Home: s.opts.Home, Owner: s.opts.Owner, Session: s.opts.Session,
-		Policy: policy, Clock: clock.Real{}, Activity: s.activityReader(),
-	})
-	if err != nil {
-		s.warnf("orphan sweep: %v", err)
-	}
-	if report != nil && (len(report.Destroyed) > 0 || len(report.Stopped) > 0) {
-		s.warnf("orphan sweep destroyed %v and stopped %v as dormant", report.Destroyed, report.Stopped)
-	}
-}
+// StopTimeout is how long an instance may take to shut down cleanly
+// before it is killed.
+const StopTimeout = 5 * time.Second
 
-// activityReader is the proxy for the sweep, or nil without one (a nil
-// Proxy in an interface would not read as nil).
-func (s *Server) activityReader() ActivityReader {
-	if s.opts.Proxy == nil {
-		return nil
+// declined is the reason the decision made again under the mark gave for
+// leaving the instance alone.
+func declined(err error) (string, bool) {
+	if c := coded.Of(err); c != nil {
+		return c.Message, true
 	}
-	return s.opts.Proxy
+	return "", false
 }

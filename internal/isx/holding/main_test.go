@@ -1,0 +1,11 @@
+package holding_test
+
+import (
+	"testing"
+
+	"github.com/incusspawn/isx/internal/isx/incustest"
+)
+
+// The stamping of orphans and the Incus client start goroutines; none may
+// outlive the tests.
+func TestMain(m *testing.M) { incustest.Main(m) }
