@@ -33,11 +33,15 @@ func (codexAgent) Join(session string) []string { return []string{"codex", "resu
 // Parse reads Codex's JSONL: thread.started (the thread id),
 // item.completed agent_message items (the last is the report),
 // turn.completed (usage, summed over the run's turns), turn.failed and
-// error (a failure, such as a model the account may not use).
+// error (a failure, such as a model the account may not use). Codex also
+// prints an error event for each stream it retries ("Reconnecting... 1/5");
+// a turn that completes after it recovered, so only an error no completed
+// turn follows, or a failed turn, makes the run a failure.
 func (codexAgent) Parse(stream []byte) Report {
 	var r Report
 	turns := 0
 	var usage Usage
+	var pending string // an error event's message no completed turn has followed yet
 	lines(stream, func(_ []byte, e map[string]any) {
 		kind := str(e, "type")
 		switch kind {
@@ -60,15 +64,19 @@ func (codexAgent) Parse(stream []byte) Report {
 			usage.OutputTokens += count(u, "output_tokens")
 			usage.CacheReadTokens += count(u, "cached_input_tokens")
 			r.Usage = &usage
+			pending = ""
 		case "turn.failed":
 			r.Failed, r.Error = true, str(obj(e, "error"), "message")
 		case "error":
-			r.Failed, r.Error = true, str(e, "message")
+			pending = str(e, "message")
 		}
 		r.remember(kind)
 	})
 	if turns > 0 {
 		r.Turns = &turns
+	}
+	if pending != "" && !r.Failed {
+		r.Failed, r.Error = true, pending
 	}
 	return r
 }

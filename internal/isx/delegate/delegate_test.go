@@ -56,6 +56,24 @@ func TestCodexStream(t *testing.T) {
 	if !failed.Failed || !strings.Contains(failed.Error, "gpt-x") {
 		t.Errorf("a failed turn = %+v", failed)
 	}
+	// A stream Codex retried and the turn then completed: not a failure.
+	recovered := Adapters[Codex].Parse([]byte(`{"type":"thread.started","thread_id":"t1"}
+{"type":"turn.started"}
+{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion)"}
+{"type":"item.completed","item":{"type":"agent_message","text":"Done"}}
+{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}
+`))
+	if recovered.Failed || recovered.Error != "" || recovered.Text != "Done" {
+		t.Errorf("a turn that recovered = %+v", recovered)
+	}
+	// An error after the last completed turn is still one.
+	late := Adapters[Codex].Parse([]byte(`{"type":"turn.started"}
+{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}
+{"type":"error","message":"stream disconnected: retries exhausted"}
+`))
+	if !late.Failed || !strings.Contains(late.Error, "retries exhausted") {
+		t.Errorf("an error no turn completed after = %+v", late)
+	}
 }
 
 // ISX-107: Pi's session, report, turns, tokens and cost, over a turn that
