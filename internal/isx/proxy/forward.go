@@ -195,7 +195,27 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	u.RawQuery = pr.In.URL.RawQuery
 	pr.Out.Host = ""
 	stripCredentials(pr.Out.Header)
+	dropSecretBearing(pr.Out.Header, x.e.secret)
 	inject(pr.Out.Header, x.t, x.account)
+}
+
+// dropSecretBearing removes every header that carries the instance
+// secret, under whatever name the instance put it: the secret is for the
+// proxy alone, and an upstream (or its request logs) should never hold
+// a credential for this instance's way out.
+func dropSecretBearing(h http.Header, secret string) {
+	if secret == "" {
+		return
+	}
+	encoded := base64.StdEncoding.EncodeToString([]byte(secret))
+	for name, values := range h {
+		for _, v := range values {
+			if strings.Contains(v, secret) || strings.Contains(v, encoded) {
+				delete(h, name)
+				break
+			}
+		}
+	}
 }
 
 // stripCredentials removes what an instance may have sent as a
