@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +40,8 @@ func BenchmarkTUI(b *testing.B) {
 			run.quit()
 		}
 		d.Report(b)
-		b.ReportMetric(median(rss), "idle-RSS-KiB")
-		b.ReportMetric(median(cpu), "idle-CPU-ms/s")
+		b.ReportMetric(testkit.Median(rss), "idle-RSS-KiB")
+		b.ReportMetric(testkit.Median(cpu), "idle-CPU-ms/s")
 	})
 	b.Run("isx-list", func(b *testing.B) {
 		var d testkit.Durations
@@ -58,17 +57,8 @@ func BenchmarkTUI(b *testing.B) {
 			rss = append(rss, float64(maxRSS(cmd)))
 		}
 		d.Report(b)
-		b.ReportMetric(median(rss), "peak-RSS-KiB")
+		b.ReportMetric(testkit.Median(rss), "peak-RSS-KiB")
 	})
-}
-
-func median(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(values)
-	slices.Sort(sorted)
-	return sorted[len(sorted)/2]
 }
 
 // maxRSS is the peak resident memory of a finished command, in KiB.

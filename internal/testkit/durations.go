@@ -12,11 +12,15 @@ type Durations []time.Duration
 
 // Median is the middle duration (the upper one of an even count), 0 for
 // none.
-func (d Durations) Median() time.Duration {
-	if len(d) == 0 {
+func (d Durations) Median() time.Duration { return Median(d) }
+
+// Median is the middle of any measured values (the upper one of an even
+// count), 0 for none: requests per second, RSS, CPU as much as durations.
+func Median[T int64 | float64 | time.Duration](values []T) T {
+	if len(values) == 0 {
 		return 0
 	}
-	sorted := slices.Clone(d)
+	sorted := slices.Clone(values)
 	slices.Sort(sorted)
 	return sorted[len(sorted)/2]
 }

@@ -1,12 +1,9 @@
 package mcpserver
 
 import (
-	"path"
 	"reflect"
-	"regexp"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -55,7 +52,6 @@ const (
 	defaultTimeout = 600 // seconds a foreground exec may take by default
 	defaultOutput  = 32 << 10
 	defaultWaitAny = 60
-	maxEnvVars     = 128
 )
 
 // orDefault is an optional number argument, or def when it was not given.
@@ -79,45 +75,10 @@ func invalidArguments(err error) *coded.Error {
 	return refusef(CodeInvalidArgument, "%s", err.Error())
 }
 
-var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
 // checkPurpose keeps the purpose to one line: isx list shows it.
 func checkPurpose(purpose string) error {
 	if strings.IndexFunc(purpose, unicode.IsControl) >= 0 {
 		return invalid("purpose must be one line without control characters")
 	}
 	return nil
-}
-
-func checkCwd(cwd string) error {
-	if cwd != "" && (!path.IsAbs(cwd) || strings.ContainsRune(cwd, 0) || len(cwd) > 4096) {
-		return invalid("cwd %q must be an absolute path inside the instance", clip(cwd, 80))
-	}
-	return nil
-}
-
-func checkEnv(env map[string]string) error {
-	if len(env) > maxEnvVars {
-		return invalid("env has %d variables; at most %d are accepted", len(env), maxEnvVars)
-	}
-	for name, value := range env {
-		if !envNamePattern.MatchString(name) {
-			return invalid("env name %q is not allowed: use letters, digits and '_', not starting with a digit", clip(name, 40))
-		}
-		if strings.ContainsRune(value, 0) {
-			return invalid("the value of env %s holds a NUL byte", name)
-		}
-	}
-	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

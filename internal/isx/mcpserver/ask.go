@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"github.com/incusspawn/isx/internal/isx/task"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (s *Server) ask(ctx context.Context, c *call, v holding.View, question, wha
 	}
 	answer := strings.TrimSpace(strings.ToValidUTF8(string(res.Stdout), "\uFFFD"))
 	if res.ExitCode != 0 || answer == "" {
-		return "", refusef(CodeUnavailable, "the summary model in %s gave no answer (exit code %d): %s", v.Inst.Name, res.ExitCode, strings.TrimSpace(clip(string(res.Stderr)+" "+answer, 300))).On(aboutInstance, v.Inst.Name)
+		return "", refusef(CodeUnavailable, "the summary model in %s gave no answer (exit code %d): %s", v.Inst.Name, res.ExitCode, strings.TrimSpace(task.Clip(string(res.Stderr)+" "+answer, 300))).On(aboutInstance, v.Inst.Name)
 	}
 	return answer, nil
 }

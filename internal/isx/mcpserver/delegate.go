@@ -58,7 +58,7 @@ func (a *DelegateArgs) Validate() error {
 	case len(a.Instruction) > maxInstruction:
 		return invalid("instruction is %d bytes; at most %d are accepted: put long material in a file in the instance and point the agent at it", len(a.Instruction), maxInstruction)
 	}
-	if err := checkCwd(a.Cwd); err != nil {
+	if err := task.CheckCwd(a.Cwd); err != nil {
 		return err
 	}
 	return checkPurpose(a.Purpose)

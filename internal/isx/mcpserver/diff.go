@@ -30,11 +30,11 @@ type GetDiffArgs struct {
 func (a *GetDiffArgs) Validate() error {
 	switch {
 	case strings.HasPrefix(a.Path, "/"):
-		return invalid("path %q must be relative to the task's working directory", clip(a.Path, 80))
+		return invalid("path %q must be relative to the task's working directory", task.Clip(a.Path, 80))
 	case strings.ContainsRune(a.Path, 0):
 		return invalid("path holds a NUL byte")
 	case a.Path == ".." || strings.HasPrefix(a.Path, "../") || strings.Contains(a.Path, "/../") || strings.HasSuffix(a.Path, "/.."):
-		return invalid("path %q leaves the working directory", clip(a.Path, 80))
+		return invalid("path %q leaves the working directory", task.Clip(a.Path, 80))
 	case a.Stat && a.Ask != "":
 		return invalid("stat is the deterministic summary; give stat or ask, not both")
 	}
@@ -139,9 +139,9 @@ func (s *Server) getDiff(ctx context.Context, c *call, args GetDiffArgs) (GetDif
 	switch res.ExitCode {
 	case 0:
 	case 3, 4:
-		return GetDiffResult{}, "", refusef(CodeWrongState, "cannot diff task %s: %s", id, strings.TrimSpace(clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
+		return GetDiffResult{}, "", refusef(CodeWrongState, "cannot diff task %s: %s", id, strings.TrimSpace(task.Clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
 	default:
-		return GetDiffResult{}, "", refusef(CodeInternal, "git diff in %s failed with exit code %d: %s", name, res.ExitCode, strings.TrimSpace(clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
+		return GetDiffResult{}, "", refusef(CodeInternal, "git diff in %s failed with exit code %d: %s", name, res.ExitCode, strings.TrimSpace(task.Clip(string(res.Stderr), 300))).On(aboutInstance, name).On(aboutTask, id)
 	}
 	out := parseDiff(string(res.Stdout), args.Stat)
 	out.Instance, out.TaskID, out.BaseCommit = name, id, rec.Delegate.BaseCommit
@@ -198,7 +198,7 @@ func parseDiff(raw string, stat bool) GetDiffResult {
 
 func diffText(out GetDiffResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d file(s) changed since %s, +%d -%d:\n", len(out.Files), clip(out.BaseCommit, 12), out.Added, out.Deleted)
+	fmt.Fprintf(&b, "%d file(s) changed since %s, +%d -%d:\n", len(out.Files), task.Clip(out.BaseCommit, 12), out.Added, out.Deleted)
 	for _, f := range out.Files {
 		if f.Binary {
 			fmt.Fprintf(&b, "  %s (binary)\n", f.Path)

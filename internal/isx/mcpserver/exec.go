@@ -50,10 +50,10 @@ func (a *ExecArgs) Validate() error {
 	case len(a.Stdin) > incus.MaxStdinBytes:
 		return invalid("stdin is %d bytes; at most 1 MiB is accepted", len(a.Stdin))
 	}
-	if err := checkCwd(a.Cwd); err != nil {
+	if err := task.CheckCwd(a.Cwd); err != nil {
 		return err
 	}
-	if err := checkEnv(a.Env); err != nil {
+	if err := task.CheckEnv(a.Env); err != nil {
 		return err
 	}
 	if a.Background {
@@ -183,7 +183,7 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		StdoutBytes: ptr(res.StdoutBytes), StderrBytes: ptr(res.StderrBytes), Truncated: ptr(res.Truncated),
 	}
 	if args.Ask != "" {
-		answer, err := s.ask(ctx, c, v, args.Ask, "the output of the command "+clip(args.Command, 200), "--- stdout ---\n"+stdout+"\n--- stderr ---\n"+stderr)
+		answer, err := s.ask(ctx, c, v, args.Ask, "the output of the command "+task.Clip(args.Command, 200), "--- stdout ---\n"+stdout+"\n--- stderr ---\n"+stderr)
 		if err != nil {
 			return ExecResult{}, "", err
 		}

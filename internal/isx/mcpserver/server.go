@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/incusspawn/isx/internal/isx/task"
 	"io"
 	"maps"
 	"path/filepath"
@@ -447,7 +448,7 @@ func callerOf(session *mcp.ServerSession) string {
 		}
 		return -1
 	}, caller)
-	return clip(caller, 100)
+	return task.Clip(caller, 100)
 }
 
 // auditMiddleware records every tools/call, whatever becomes of it.
@@ -543,7 +544,7 @@ func clipStrings(v any, n int) any {
 			value[i] = clipStrings(inner, n)
 		}
 	case string:
-		return clip(value, n)
+		return task.Clip(value, n)
 	}
 	return v
 }

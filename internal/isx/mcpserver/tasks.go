@@ -454,9 +454,9 @@ func (s *Server) delegateResult(ctx context.Context, c *call, v holding.View, ar
 		Stdout: "", Stderr: stderr, StdoutBytes: info.StdoutBytes, StderrBytes: info.StderrBytes,
 		Truncated: info.StderrBytes > int64(len(stderr)),
 		Agent:     d.record.Agent, Model: d.record.Model, SessionID: d.session,
-		AgentFailed: r.Failed, AgentError: clip(r.Error, 2000), Turns: r.Turns, CostUSD: r.Cost, Events: r.Events,
+		AgentFailed: r.Failed, AgentError: task.Clip(r.Error, 2000), Turns: r.Turns, CostUSD: r.Cost, Events: r.Events,
 	}
-	report := strings.ToValidUTF8(clip(r.Text, maxBytes), "\uFFFD")
+	report := strings.ToValidUTF8(task.Clip(r.Text, maxBytes), "\uFFFD")
 	out.Report = &report
 	if r.Usage != nil {
 		out.InputTokens, out.OutputTokens = &r.Usage.InputTokens, &r.Usage.OutputTokens

@@ -2,9 +2,9 @@ package proxy_test
 
 import (
 	"fmt"
+	"github.com/incusspawn/isx/internal/testkit"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +30,7 @@ func BenchmarkHostRoute(b *testing.B) {
 			out := w.mustRun("agent", fmt.Sprintf("%s load -url https://work.isx.internal/ping -n %d -c %d %s", proxytest.ClientPath, n, c, withSecret))
 			rps = append(rps, field(b, out, "rps="))
 		}
-		b.ReportMetric(median(rps), "req/s")
+		b.ReportMetric(testkit.Median(rps), "req/s")
 	})
 	b.Run("direct-baseline", func(b *testing.B) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c}}
@@ -59,7 +59,7 @@ func BenchmarkHostRoute(b *testing.B) {
 			wg.Wait()
 			rps = append(rps, float64(n)/time.Since(began).Seconds())
 		}
-		b.ReportMetric(median(rps), "req/s")
+		b.ReportMetric(testkit.Median(rps), "req/s")
 	})
 }
 
@@ -74,13 +74,4 @@ func field(b *testing.B, out, name string) float64 {
 		b.Fatal(err)
 	}
 	return v
-}
-
-func median(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(values)
-	slices.Sort(sorted)
-	return sorted[len(sorted)/2]
 }

@@ -198,11 +198,11 @@ func parseSections(raw string) (map[string][]byte, error) {
 		header, rest, ok := strings.Cut(raw, "\n")
 		fields := strings.Fields(header)
 		if !ok || len(fields) != 3 || fields[0] != "section" {
-			return nil, fmt.Errorf("a section header %q", clip(header, 60))
+			return nil, fmt.Errorf("a section header %q", Clip(header, 60))
 		}
 		n, err := strconv.Atoi(fields[2])
 		if err != nil || n < 0 || n > len(rest) {
-			return nil, fmt.Errorf("section %s of %s bytes, with %d left", clip(fields[1], 20), clip(fields[2], 20), len(rest))
+			return nil, fmt.Errorf("section %s of %s bytes, with %d left", Clip(fields[1], 20), Clip(fields[2], 20), len(rest))
 		}
 		out[fields[1]] = []byte(rest[:n])
 		raw = rest[n:]
@@ -235,7 +235,7 @@ func SetSession(ctx context.Context, ex Executor, instance, taskID, session stri
 		return withInstance(err, instance)
 	}
 	if !sessionPattern.MatchString(session) {
-		return newError(CodeInvalidArgument, instance, taskID, "session id %q is not one isx records: use 1 to 128 of A-Za-z0-9._:-", clip(session, 60))
+		return newError(CodeInvalidArgument, instance, taskID, "session id %q is not one isx records: use 1 to 128 of A-Za-z0-9._:-", Clip(session, 60))
 	}
 	_, err := run(ctx, ex, instance, taskID, script{text: libScript + setSessionScript, args: []string{taskID, session}})
 	return err

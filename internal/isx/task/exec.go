@@ -88,7 +88,7 @@ func run(ctx context.Context, ex Executor, instance, taskID string, s script) (*
 	case 0, exitLaunch, exitNoUnits:
 		return out, nil
 	}
-	return nil, wrapError(CodeInternal, instance, taskID, errors.New(strings.TrimSpace(clip(string(res.Stderr)+" "+string(res.Stdout), 500))), "the task script in instance %q failed with exit code %d", instance, res.ExitCode)
+	return nil, wrapError(CodeInternal, instance, taskID, errors.New(strings.TrimSpace(Clip(string(res.Stderr)+" "+string(res.Stdout), 500))), "the task script in instance %q failed with exit code %d", instance, res.ExitCode)
 }
 
 // splitOutput separates the machine-readable part of a script's output from

@@ -31,7 +31,7 @@ func NewID(random io.Reader) (string, error) {
 // from outside is checked with it before it reaches an instance.
 func ValidateID(id string) error {
 	if !idPattern.MatchString(id) {
-		return newError(CodeInvalidArgument, "", "", "%q is not a task id: task ids are t- followed by ten characters of a-z and 2-7", clip(id, 40))
+		return newError(CodeInvalidArgument, "", "", "%q is not a task id: task ids are t- followed by ten characters of a-z and 2-7", Clip(id, 40))
 	}
 	return nil
 }
@@ -40,14 +40,7 @@ func ValidateID(id string) error {
 // A-Za-z0-9._:- (ISX-156, ISX-157).
 func ValidateKey(key string) error {
 	if !keyPattern.MatchString(key) {
-		return newError(CodeInvalidArgument, "", "", "idempotency key %q is not allowed: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", clip(key, 80))
+		return newError(CodeInvalidArgument, "", "", "idempotency key %q is not allowed: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", Clip(key, 80))
 	}
 	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

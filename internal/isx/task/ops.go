@@ -279,7 +279,7 @@ func Clear(ctx context.Context, ex Executor, instance string) (int, error) {
 	}
 	n, err := strconv.Atoi(words[0])
 	if err != nil {
-		return 0, newError(CodeInternal, instance, "", "instance %q gave a bad count of removed task records: %q", instance, clip(words[0], 20))
+		return 0, newError(CodeInternal, instance, "", "instance %q gave a bad count of removed task records: %q", instance, Clip(words[0], 20))
 	}
 	return n, nil
 }

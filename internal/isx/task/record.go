@@ -2,7 +2,6 @@ package task
 
 import (
 	"fmt"
-	"path"
 	"strings"
 	"time"
 )
@@ -129,17 +128,14 @@ func (s *Spec) validateFields() error {
 	if size > MaxCommandBytes {
 		return newError(CodeInvalidArgument, "", "", "the command is %d bytes, more than the %d allowed: write a long script to a file in the instance and run that", size, MaxCommandBytes)
 	}
-	if s.Cwd != "" && (!path.IsAbs(s.Cwd) || strings.ContainsRune(s.Cwd, 0) || len(s.Cwd) > 4096) {
-		return newError(CodeInvalidArgument, "", "", "working directory %q must be an absolute path inside the instance", clip(s.Cwd, 80))
+	if err := CheckCwd(s.Cwd); err != nil {
+		return err
+	}
+	if err := CheckEnv(s.Env); err != nil {
+		return err
 	}
 	size = 0
 	for name, value := range s.Env {
-		if !envNamePattern.MatchString(name) {
-			return newError(CodeInvalidArgument, "", "", "environment variable name %q is not allowed: use letters, digits and '_', not starting with a digit", clip(name, 80))
-		}
-		if strings.ContainsRune(value, 0) {
-			return newError(CodeInvalidArgument, "", "", "the value of environment variable %s contains a NUL byte", name)
-		}
 		size += len(name) + len(value)
 	}
 	if size > MaxEnvBytes {

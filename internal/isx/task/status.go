@@ -129,7 +129,7 @@ func parseAnswer(out string) (*answer, error) {
 			id, text, _ := strings.Cut(rest, " ")
 			f := a.byID[id]
 			if f == nil {
-				return nil, fmt.Errorf("a %s line for task %q before its facts", tag, clip(id, 20))
+				return nil, fmt.Errorf("a %s line for task %q before its facts", tag, Clip(id, 20))
 			}
 			if tag == "record" {
 				f.record, f.hasRec = text, true
@@ -142,7 +142,7 @@ func parseAnswer(out string) (*answer, error) {
 		case "created", "replayed", "launch", "ended", "cancelled", "changed", "cleared", "none", "stop":
 			a.words[tag] = strings.Fields(rest)
 		default:
-			return nil, fmt.Errorf("unexpected line %q", clip(line, 80))
+			return nil, fmt.Errorf("unexpected line %q", Clip(line, 80))
 		}
 	}
 	return a, nil
@@ -151,13 +151,13 @@ func parseAnswer(out string) (*answer, error) {
 func parseFactsLine(rest string) (*facts, error) {
 	fields := strings.Fields(rest)
 	if len(fields) == 0 || ValidateID(fields[0]) != nil {
-		return nil, fmt.Errorf("a facts line without a task id: %q", clip(rest, 80))
+		return nil, fmt.Errorf("a facts line without a task id: %q", Clip(rest, 80))
 	}
 	f := &facts{id: fields[0]}
 	for _, field := range fields[1:] {
 		name, value, ok := strings.Cut(field, "=")
 		if !ok {
-			return nil, fmt.Errorf("malformed field %q in the facts of %s", clip(field, 40), f.id)
+			return nil, fmt.Errorf("malformed field %q in the facts of %s", Clip(field, 40), f.id)
 		}
 		switch name {
 		case "state":
@@ -238,7 +238,7 @@ func (f *facts) status() Info {
 		}
 	default:
 		st.State = StateLost
-		problems = append(problems, fmt.Sprintf("unknown run state %q", clip(f.state, 20)))
+		problems = append(problems, fmt.Sprintf("unknown run state %q", Clip(f.state, 20)))
 	}
 	st.Problem = strings.Join(problems, "; ")
 	return st
