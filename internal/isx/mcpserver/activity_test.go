@@ -234,16 +234,33 @@ func TestDormancyReadsTheCountersISX210(t *testing.T) {
 		return proxytest.Reply{Usage: proxytest.DefaultUsage(n), Hold: hold}
 	}
 	done := make(chan struct{})
+	var call *incus.ExecResult
+	var callErr error
 	go func() {
 		defer close(done)
-		p.client.Exec(context.Background(), "quiet", incus.ExecRequest{ //nolint:errcheck // the call's end is what matters
+		call, callErr = p.client.Exec(context.Background(), "quiet", incus.ExecRequest{
 			Command: []string{"sh", "-c", ". " + instance.ProfileFile + "; " + proxytest.ClientPath + " messages -stream -url " + proxy.AnthropicBaseURL + "/v1/messages -key-file " + instance.SecretFile},
 		})
 	}()
-	incustest.WaitFor(t, "the held model call to be in flight", time.Minute, func() bool {
+	// Under a loaded CI machine the exec itself can take long to start;
+	// a call that ended instead of waiting says why.
+	ended := false
+	incustest.WaitFor(t, "the held model call to be in flight", 3*time.Minute, func() bool {
+		select {
+		case <-done:
+			ended = true
+			return true
+		default:
+		}
 		a, err := proxy.Connect(p.home).Activity(context.Background(), "quiet")
 		return err == nil && a.RequestsInFlight == 1
 	})
+	if ended {
+		if call != nil {
+			t.Fatalf("the held model call ended before it was seen in flight: %v, exit %d, stdout %q, stderr %q", callErr, call.ExitCode, call.Stdout, call.Stderr)
+		}
+		t.Fatalf("the held model call ended before it was seen in flight: %v", callErr)
+	}
 	fake.clock.Set(now.Add(100 * time.Hour))
 	if report := sweep(); len(report.Stopped) != 0 {
 		t.Fatalf("a delegate with a model call in flight was stopped; left %q", report.Left["quiet"])
