@@ -101,7 +101,24 @@ func mcpCommand(args []string) error {
 		if len(rest) != 2 {
 			return errors.New("mcp held FILE")
 		}
-		return held(ctx, session, rest[1])
+		probe := func() string {
+			body := strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/list"}`)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, *endpoint, body)
+			if err != nil {
+				return err.Error()
+			}
+			req.Header = header.Clone()
+			req.Header.Set("Mcp-Session-Id", session.ID())
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			return resp.Status
+		}
+		return held(ctx, session, rest[1], probe)
 	case "two":
 		second, err := connect()
 		if err != nil {
@@ -170,8 +187,11 @@ func bench(ctx context.Context, session *mcp.ClientSession, rest []string) error
 
 // held uses one session, then keeps using it once file exists: every
 // call carries the session's Mcp-Session-Id. It prints whether a call
-// was refused within 20 s, and after how many.
-func held(ctx context.Context, session *mcp.ClientSession, file string) error {
+// was refused within 20 s, and after how many, and then what the proxy
+// answers a request of that session (probe): the first refusal can be the
+// session's backend ending as Incus reports the change, after which the
+// SDK's client repeats its first error without asking again.
+func held(ctx context.Context, session *mcp.ClientSession, file string, probe func() string) error {
 	if _, err := session.ListTools(ctx, nil); err != nil {
 		return err
 	}
@@ -188,6 +208,7 @@ func held(ctx context.Context, session *mcp.ClientSession, file string) error {
 	for n := 1; ; n++ {
 		if _, err := session.ListTools(ctx, nil); err != nil {
 			fmt.Printf("then=refused after %d calls: %v\n", n, err)
+			fmt.Printf("and then: %s\n", probe())
 			return nil
 		}
 		if time.Now().After(deadline) {
