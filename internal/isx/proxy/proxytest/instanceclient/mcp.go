@@ -208,7 +208,13 @@ func held(ctx context.Context, session *mcp.ClientSession, file string, probe fu
 	for n := 1; ; n++ {
 		if _, err := session.ListTools(ctx, nil); err != nil {
 			fmt.Printf("then=refused after %d calls: %v\n", n, err)
-			fmt.Printf("and then: %s\n", probe())
+			// The proxy may keep what Incus said of the grant for up to
+			// two seconds; within five it must refuse the session.
+			answer := probe()
+			for wait := time.Now().Add(5 * time.Second); strings.HasPrefix(answer, "2") && time.Now().Before(wait); answer = probe() {
+				time.Sleep(200 * time.Millisecond)
+			}
+			fmt.Printf("and then: %s\n", answer)
 			return nil
 		}
 		if time.Now().After(deadline) {
