@@ -191,6 +191,11 @@ func run(ctx context.Context, env Env, req Request) *Response {
 	}
 	handler, ctx := exec.DispatchOperation(ctx, opCtx)
 	result := handler(ctx)
+	if result == nil {
+		// gqlgen's handler gives no response at all for an operation
+		// whose context ended under it (a request past its deadline).
+		return errorResponse(noResponse(ctx))
+	}
 	resp := &Response{Data: result.Data, Errors: result.Errors}
 	if len(resp.Errors) > 0 {
 		resp.Data = nil
@@ -203,6 +208,15 @@ func run(ctx context.Context, env Env, req Request) *Response {
 		st.mu.Unlock()
 	}
 	return resp
+}
+
+// noResponse says why an operation gave no response: its context's end,
+// or, when that did not end, that the engine gave none.
+func noResponse(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the operation was stopped before it answered: %w", err)
+	}
+	return errors.New("the GraphQL engine gave no response to the operation")
 }
 
 func errorResponse(err error) *Response {
