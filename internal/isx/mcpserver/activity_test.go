@@ -244,22 +244,22 @@ func TestDormancyReadsTheCountersISX210(t *testing.T) {
 	}()
 	// Under a loaded CI machine the exec itself can take long to start;
 	// a call that ended instead of waiting says why.
-	ended := false
 	incustest.WaitFor(t, "the held model call to be in flight", 3*time.Minute, func() bool {
 		select {
 		case <-done:
-			ended = true
 			return true
 		default:
 		}
 		a, err := proxy.Connect(p.home).Activity(context.Background(), "quiet")
 		return err == nil && a.RequestsInFlight == 1
 	})
-	if ended {
+	select {
+	case <-done:
 		if call != nil {
 			t.Fatalf("the held model call ended before it was seen in flight: %v, exit %d, stdout %q, stderr %q", callErr, call.ExitCode, call.Stdout, call.Stderr)
 		}
 		t.Fatalf("the held model call ended before it was seen in flight: %v", callErr)
+	default:
 	}
 	fake.clock.Set(now.Add(100 * time.Hour))
 	if report := sweep(); len(report.Stopped) != 0 {
