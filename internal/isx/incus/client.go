@@ -60,15 +60,16 @@ type pending struct {
 	errs []error
 }
 
-// backgroundTimeout bounds one background clean-up.
+// backgroundTimeout bounds one request of a background clean-up. Each
+// request gets its own: a batch of deletes sharing one deadline ran out of
+// time on a daemon slowed by other work, though every delete was answered.
 const backgroundTimeout = time.Minute
 
-// background runs a clean-up without making the caller wait for it.
-func (c *Client) background(cleanup func(context.Context) error) {
+// background runs a clean-up without making the caller wait for it; the
+// clean-up bounds its own requests with backgroundTimeout.
+func (c *Client) background(cleanup func() error) {
 	c.pending.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
-		defer cancel()
-		if err := cleanup(ctx); err != nil {
+		if err := cleanup(); err != nil {
 			c.pending.mu.Lock()
 			c.pending.errs = append(c.pending.errs, err)
 			c.pending.mu.Unlock()

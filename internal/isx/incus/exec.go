@@ -282,7 +282,9 @@ func (r *execRun) killAndWait(detached context.Context, finished <-chan waitOutc
 		if !found && killErr == nil {
 			// The command ended before the killer looked: the kill mark it
 			// left has no wrapper to remove it.
-			r.client.background(func(ctx context.Context) error {
+			r.client.background(func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+				defer cancel()
 				err := r.client.DeleteFile(ctx, r.instance, r.killPath())
 				if errors.Is(err, ErrNotFound) {
 					return nil

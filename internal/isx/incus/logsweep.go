@@ -2,6 +2,7 @@ package incus
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -86,15 +87,31 @@ func (c *Client) sweepLocked() {
 	if len(paths) == 0 {
 		return
 	}
-	c.background(func(ctx context.Context) error {
+	c.background(func() error {
 		var first error
 		for _, log := range paths {
-			if err := log.client.deleteLog(ctx, log.path); err != nil && first == nil {
+			if err := log.delete(); err != nil && first == nil {
 				first = err
 			}
 		}
 		return first
 	})
+}
+
+// delete removes the log, asking once more when the first request ran out
+// of time: a daemon busy deleting instances can leave one request waiting
+// past its deadline and answer the next at once.
+func (log queuedLog) delete() error {
+	var err error
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+		err = log.client.deleteLog(ctx, log.path)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+	return err
 }
 
 // flushLogs starts deleting every queued log now.
