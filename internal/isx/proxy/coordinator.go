@@ -74,7 +74,8 @@ func (s *Server) serveCoordinator(w http.ResponseWriter, r *http.Request, e *ent
 }
 
 // grantFresh is how long what Incus said of a coordinator's grant is
-// trusted before it is read again.
+// trusted before it is read again; an update of the instance, seen on
+// Incus's event stream, ends that trust at once.
 const grantFresh = 2 * time.Second
 
 // granted reports whether the instance holds the coordinator grant for
@@ -105,6 +106,13 @@ func (g *grantSeen) seen(now time.Time) (ok, fresh bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.ok, !g.checked.IsZero() && now.Sub(g.checked) < grantFresh && !now.Before(g.checked)
+}
+
+// stale makes the next request read the grant from Incus again.
+func (g *grantSeen) stale() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.checked = time.Time{}
 }
 
 func (g *grantSeen) saw(ok bool, now time.Time) {

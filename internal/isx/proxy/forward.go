@@ -194,8 +194,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	u.Path, u.RawPath = x.t.base.Path+x.path, ""
 	u.RawQuery = pr.In.URL.RawQuery
 	pr.Out.Host = ""
-	stripCredentials(pr.Out.Header)
-	dropSecretBearing(pr.Out.Header, x.e.secret)
+	stripCredentials(pr.Out.Header, x.e.secret)
 	inject(pr.Out.Header, x.t, x.account)
 }
 
@@ -218,13 +217,25 @@ func dropSecretBearing(h http.Header, secret string) {
 	}
 }
 
-// stripCredentials removes what an instance may have sent as a
-// credential, and every X-Isx- header.
-func stripCredentials(h http.Header) {
-	removeIsxHeaders(h)
-	for _, name := range []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization", "Proxy-Connection"} {
+// stripCredentials removes, on the way to a provider, what an instance may
+// have sent as a credential: the provider's credential is the proxy's to
+// add.
+func stripCredentials(h http.Header, instanceSecret string) {
+	cleanOutbound(h, instanceSecret)
+	for _, name := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
 		h.Del(name)
 	}
+}
+
+// cleanOutbound is what every request leaving the proxy loses, to a
+// provider and to a host route alike: every X-Isx- header (only the proxy
+// sets those), the hop-by-hop proxy headers, and any header carrying the
+// instance secret.
+func cleanOutbound(h http.Header, instanceSecret string) {
+	removeIsxHeaders(h)
+	h.Del("Proxy-Authorization")
+	h.Del("Proxy-Connection")
+	dropSecretBearing(h, instanceSecret)
 }
 
 // hasPrefixAsCGI reports whether a header's name begins with prefix

@@ -318,6 +318,12 @@ func (s *Server) events(ctx context.Context, stream *incus.EventStream) {
 					s.logProblem(name, "cannot serve the instance that started", err)
 				}
 			})
+		case "instance-updated":
+			// The grant may have been withdrawn: the next request reads
+			// Incus again rather than trust what it said within grantFresh.
+			if e := s.current(name); e != nil {
+				e.grant.stale()
+			}
 		case "instance-deleted":
 			s.forget(name)
 		case "instance-renamed":

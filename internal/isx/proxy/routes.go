@@ -138,7 +138,8 @@ func upgrading(r *http.Request) bool {
 }
 
 // rewriteRoute sends the request to the controller over plain HTTP, with
-// what the instance sent as X-Isx-* replaced by who called.
+// what the instance sent as X-Isx-* replaced by who called, and no header
+// that carries the instance secret.
 func (s *Server) rewriteRoute(pr *httputil.ProxyRequest) {
 	call := pr.In.Context().Value(routeKey{}).(*routeCall)
 	u := pr.Out.URL
@@ -147,9 +148,7 @@ func (s *Server) rewriteRoute(pr *httputil.ProxyRequest) {
 	u.RawQuery = pr.In.URL.RawQuery
 	pr.Out.Host = call.route.Name
 	h := pr.Out.Header
-	removeIsxHeaders(h)
-	h.Del("Proxy-Authorization")
-	h.Del("Proxy-Connection")
+	cleanOutbound(h, call.e.secret)
 	h.Set(InstanceHeader, call.e.name)
 	h.Set(TemplateHeader, call.e.template)
 	h.Set(RouteSecretHeader, call.secret)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -206,6 +207,34 @@ func TestHostRoutes(t *testing.T) {
 			if out, code := w.run(name, "grep -rl "+routeSecret+" /etc /run /root /home /tmp /var /usr/local 2>/dev/null; env | grep "+routeSecret); code == 0 || strings.TrimSpace(out) != "" {
 				t.Errorf("%s holds the route secret: %s", name, out)
 			}
+		}
+	})
+
+	// The controller is the host's, but the instance secret is for the
+	// proxy alone: put under any other header by the instance, plain or
+	// base64-encoded, it is dropped on the way, as on the way to a
+	// provider; the instance's own headers stay.
+	t.Run("instance secret kept from the controller", func(t *testing.T) {
+		secret := w.secret("agent")
+		before := len(w.work.requests())
+		w.mustRun("agent", proxytest.ClientPath+" request -url https://work.isx.internal/ping "+withSecret+
+			" -header 'Authorization: Bearer "+secret+"'"+
+			" -header 'X-Mine: Basic "+base64.StdEncoding.EncodeToString([]byte(secret))+"'"+
+			" -header 'X-Other: kept'")
+		seen := w.work.requests()
+		if len(seen) != before+1 {
+			t.Fatalf("the controller saw %d new requests", len(seen)-before)
+		}
+		got := seen[before].Header
+		for name, values := range got {
+			for _, v := range values {
+				if strings.Contains(v, secret) || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte(secret))) {
+					t.Errorf("the controller saw the instance secret in %s", name)
+				}
+			}
+		}
+		if got.Get("X-Other") != "kept" || got.Get(proxy.InstanceHeader) != "agent" {
+			t.Errorf("the other headers were lost: %v", got)
 		}
 	})
 
