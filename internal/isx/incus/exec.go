@@ -23,8 +23,14 @@ const MaxStdinBytes = 1 << 20
 const DefaultMaxOutputBytes = 8 << 20
 
 // killGrace bounds the clean-up after a timeout or cancellation: killing the
-// process group, waiting for the exec to end and collecting its output.
+// process group and waiting for the exec to end.
 const killGrace = 10 * time.Second
+
+// collectTimeout bounds reading an ended exec's output logs. It is longer
+// than killGrace: the command has run to its end, and losing what it said
+// because a busy daemon took more than a few seconds to serve two small
+// files (seen on a loaded 2-core CI host) would throw its work away.
+const collectTimeout = 30 * time.Second
 
 // ExecRequest is a command to run inside an instance.
 type ExecRequest struct {
@@ -205,7 +211,7 @@ func (r *execRun) do(ctx context.Context) (*ExecResult, error) {
 	follow := r.follow(ctx, opID)
 	outcome := r.await(ctx, detached, opID, result)
 	follow.stop()
-	collectCtx, cancel := context.WithTimeout(detached, killGrace)
+	collectCtx, cancel := context.WithTimeout(detached, collectTimeout)
 	defer cancel()
 	collectErr := errors.Join(r.collect(collectCtx, opID, result), follow.finish(result))
 	exitCode, err := execExitCode(outcome)
