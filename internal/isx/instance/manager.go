@@ -119,14 +119,13 @@ func (m *Manager) takeWarm(ctx context.Context, warm string, create incus.Instan
 }
 
 // busyCreating recognises Incus refusing a create because an instance of
-// that name is being created right now (it quotes the operation's name:
-// `Instance is busy running a "create" operation`).
+// that name is being worked on right now: being created, or, once the
+// other caller's create is done, started (Incus quotes the operation:
+// `Instance is busy running a "create" operation`, or "start"). Either way
+// the name is another caller's; only matching "create" once took the
+// refusal for a failed create of our own and removed the other's instance.
 func busyCreating(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "busy running a") && strings.Contains(msg, "create")
+	return err != nil && strings.Contains(err.Error(), "is busy running a")
 }
 
 func (m *Manager) branchRequest(ctx context.Context, opts BranchOptions) (incus.InstanceCreate, error) {
