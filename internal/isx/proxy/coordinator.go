@@ -64,12 +64,7 @@ func (s *Server) serveCoordinator(w http.ResponseWriter, r *http.Request, e *ent
 	c := e.counters
 	c.trafficStarted(s.opts.Clock.Now())
 	defer func() { c.trafficEnded(s.opts.Clock.Now()) }()
-	removeIsxHeaders(r.Header)
-	for name := range r.Header {
-		if hasPrefixAsCGI(name, "proxy-") {
-			delete(r.Header, name)
-		}
-	}
+	cleanOutbound(r.Header, e.secret)
 	b.proxy.ServeHTTP(w, r)
 }
 

@@ -228,14 +228,24 @@ func stripCredentials(h http.Header, instanceSecret string) {
 }
 
 // cleanOutbound is what every request leaving the proxy loses, to a
-// provider and to a host route alike: every X-Isx- header (only the proxy
-// sets those), the hop-by-hop proxy headers, and any header carrying the
-// instance secret.
+// provider, a host route and a coordinator's isx mcp alike: every X-Isx-
+// header (only the proxy sets those), every proxy header, and any header
+// carrying the instance secret.
 func cleanOutbound(h http.Header, instanceSecret string) {
 	removeIsxHeaders(h)
-	h.Del("Proxy-Authorization")
-	h.Del("Proxy-Connection")
+	for name := range h {
+		if proxyHeader(name) {
+			delete(h, name)
+		}
+	}
 	dropSecretBearing(h, instanceSecret)
+}
+
+// proxyHeader reports whether a header is Proxy or a Proxy- one, as a CGI
+// program reads names: such a program takes Proxy for its own HTTP_PROXY
+// (httpoxy), and the Proxy- headers were for this hop alone.
+func proxyHeader(name string) bool {
+	return strings.EqualFold(name, "proxy") || hasPrefixAsCGI(name, "proxy-")
 }
 
 // hasPrefixAsCGI reports whether a header's name begins with prefix

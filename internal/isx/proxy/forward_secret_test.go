@@ -24,3 +24,20 @@ func TestSecretBearingHeadersAreDropped(t *testing.T) {
 		t.Errorf("an empty secret dropped %v", empty)
 	}
 }
+
+// What leaves the proxy has no proxy header, however a CGI program would
+// spell it, no X-Isx- header and no header carrying the instance secret;
+// the instance's other headers stay.
+func TestCleanOutbound(t *testing.T) {
+	const secret = "isx-instance-secret-0123456789"
+	h := http.Header{
+		"Proxy": {"http://attacker.example"}, "Proxy-Foo": {"x"}, "Proxy_bar": {"y"},
+		"Proxy-Authorization": {"Basic isx"}, "Proxy-Connection": {"keep-alive"},
+		"X-Isx-Instance-Secret": {secret}, "X_isx_template": {"forged"},
+		"Authorization": {"Bearer " + secret}, "X-Kept": {"a value"}, "Proxyish": {"kept"},
+	}
+	cleanOutbound(h, secret)
+	if len(h) != 2 || h.Get("X-Kept") != "a value" || h.Get("Proxyish") != "kept" {
+		t.Errorf("headers after = %v", h)
+	}
+}

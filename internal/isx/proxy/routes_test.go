@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,13 @@ func startController(t testing.TB) *controller {
 		t.Fatal(err)
 	}
 	c := &controller{addr: l.Addr().String()}
+	c.serve(t, l)
+	return c
+}
+
+// serve answers, and records, every request that comes on l until the
+// test ends.
+func (c *controller) serve(t testing.TB, l net.Listener) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		c.mu.Lock()
@@ -61,7 +69,6 @@ func startController(t testing.TB) *controller {
 	})}
 	go srv.Serve(l) //nolint:errcheck // ends at Close
 	t.Cleanup(func() { srv.Close() })
-	return c
 }
 
 func (c *controller) requests() []seenRequest {
@@ -129,6 +136,56 @@ func (w *routeWorld) secretFile(route string) string {
 		w.t.Fatal(err)
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// routeHeaders sends a call from agent to work.isx.internal with its
+// secret and flags, and returns the headers the controller saw.
+func (w *routeWorld) routeHeaders(t *testing.T, flags string) http.Header {
+	t.Helper()
+	before := len(w.work.requests())
+	w.mustRun("agent", proxytest.ClientPath+" request -url https://work.isx.internal/ping "+withSecret+flags)
+	seen := w.work.requests()
+	if len(seen) != before+1 {
+		t.Fatalf("the controller saw %d new requests", len(seen)-before)
+	}
+	return seen[before].Header
+}
+
+// secretFlags put the instance secret in headers the instance named,
+// plain and base64-encoded.
+func secretFlags(secret string) string {
+	return " -header 'Authorization: Bearer " + secret + "'" +
+		" -header 'X-Mine: Basic " + base64.StdEncoding.EncodeToString([]byte(secret)) + "'"
+}
+
+// bearingSecret names the headers that carry secret, plain or
+// base64-encoded.
+func bearingSecret(h http.Header, secret string) []string {
+	encoded := base64.StdEncoding.EncodeToString([]byte(secret))
+	var names []string
+	for name, values := range h {
+		if slices.ContainsFunc(values, func(v string) bool { return strings.Contains(v, secret) || strings.Contains(v, encoded) }) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// proxyFlags send headers under proxy names other than
+// Proxy-Authorization and Proxy-Connection, one in a spelling only a CGI
+// program reads as such.
+const proxyFlags = " -header 'Proxy-Foo: x' -header 'proxy_bar: y' -header 'Proxy: http://attacker.example'"
+
+// proxyNamed names the headers a CGI program reads as Proxy or Proxy-.
+func proxyNamed(h http.Header) []string {
+	var names []string
+	for name := range h {
+		cgi := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+		if cgi == "proxy" || strings.HasPrefix(cgi, "proxy-") {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // refusedRoute runs a call that must not reach the controller.
@@ -216,24 +273,23 @@ func TestHostRoutes(t *testing.T) {
 	// provider; the instance's own headers stay.
 	t.Run("instance secret kept from the controller", func(t *testing.T) {
 		secret := w.secret("agent")
-		before := len(w.work.requests())
-		w.mustRun("agent", proxytest.ClientPath+" request -url https://work.isx.internal/ping "+withSecret+
-			" -header 'Authorization: Bearer "+secret+"'"+
-			" -header 'X-Mine: Basic "+base64.StdEncoding.EncodeToString([]byte(secret))+"'"+
-			" -header 'X-Other: kept'")
-		seen := w.work.requests()
-		if len(seen) != before+1 {
-			t.Fatalf("the controller saw %d new requests", len(seen)-before)
-		}
-		got := seen[before].Header
-		for name, values := range got {
-			for _, v := range values {
-				if strings.Contains(v, secret) || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte(secret))) {
-					t.Errorf("the controller saw the instance secret in %s", name)
-				}
-			}
+		got := w.routeHeaders(t, secretFlags(secret)+" -header 'X-Other: kept'")
+		for _, name := range bearingSecret(got, secret) {
+			t.Errorf("the controller saw the instance secret in %s", name)
 		}
 		if got.Get("X-Other") != "kept" || got.Get(proxy.InstanceHeader) != "agent" {
+			t.Errorf("the other headers were lost: %v", got)
+		}
+	})
+
+	// A CGI controller reads Proxy as its own HTTP_PROXY (httpoxy), and
+	// the other Proxy- headers, however spelled, were for the proxy.
+	t.Run("proxy headers kept from the controller", func(t *testing.T) {
+		got := w.routeHeaders(t, proxyFlags+" -header 'X-Other: kept'")
+		for _, name := range proxyNamed(got) {
+			t.Errorf("the controller saw %s = %q", name, got.Values(name))
+		}
+		if got.Get("X-Other") != "kept" {
 			t.Errorf("the other headers were lost: %v", got)
 		}
 	})
