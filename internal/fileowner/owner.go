@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Owner is the host user whose files may hold a program's secrets, and
@@ -37,14 +39,18 @@ func CurrentOwner() Owner {
 	return o
 }
 
+// CodeUnsafe is the code of an *UnsafeError.
+const CodeUnsafe = "unsafe_secret_path"
+
 // UnsafeError says why someone other than the owner could read a secret
 // or replace it (Reason), and the command that mends it (Fix, empty
 // where there is none to give).
 type UnsafeError struct {
+	coded.Base
 	Path, Reason, Fix string
 }
 
-func (e *UnsafeError) Error() string { return e.Path + ": " + e.Why() }
+func (e *UnsafeError) Error() string { return e.Message }
 
 // Why is the reason and then the command that mends it.
 func (e *UnsafeError) Why() string {
@@ -55,13 +61,13 @@ func (e *UnsafeError) Why() string {
 }
 
 func unsafeAt(path, format string, args ...any) *UnsafeError {
-	return &UnsafeError{Path: path, Reason: fmt.Sprintf(format, args...)}
+	return mendable(path, "", format, args...)
 }
 
-// mendable is unsafeAt for a fault one command mends.
+// mendable is unsafeAt for a fault one command (fix) mends.
 func mendable(path, fix, format string, args ...any) *UnsafeError {
-	e := unsafeAt(path, format, args...)
-	e.Fix = fix
+	e := &UnsafeError{Path: path, Reason: fmt.Sprintf(format, args...), Fix: fix}
+	e.Base = coded.Base{Code: CodeUnsafe, Message: path + ": " + e.Why()}
 	return e
 }
 

@@ -124,7 +124,7 @@ func (c *checker) checkJSON(raw []byte) error {
 	dec.UseNumber()
 	var value any
 	if err := dec.Decode(&value); err != nil {
-		return &InvalidError{Message: "the value is not JSON: " + err.Error(), Err: err}
+		return NewInvalid("", "the value is not JSON: "+err.Error(), err)
 	}
 	return c.check(value)
 }

@@ -6,20 +6,31 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // InvalidError is a value that does not match its schema. Path names the
 // value at fault the way a person writes it (tasks[0].task_id), empty for
 // the whole value; Message is a sentence that includes it.
 type InvalidError struct {
-	Path    string
-	Message string
-	Err     error
+	coded.Base
+	Path string
 }
 
-func (e *InvalidError) Error() string { return e.Message }
+// CodeInvalid is the code of an *InvalidError. Each wire says it in its own
+// words (isx's invalid_argument, actiond's action_input_invalid), since
+// whose fault a mismatch is depends on whose value it is.
+const CodeInvalid = "schema_mismatch"
 
-func (e *InvalidError) Unwrap() error { return e.Err }
+// NewInvalid is a mismatch of the value at path (empty for the whole
+// value), told in message, caused by err.
+func NewInvalid(path, message string, err error) *InvalidError {
+	return &InvalidError{Base: coded.Base{Code: CodeInvalid, Message: message, Err: err}, Path: path}
+}
+
+// Error is the message alone, which says the cause where it helps.
+func (e *InvalidError) Error() string { return e.Message }
 
 // Violation is one way a value fails its schema, as both validators report
 // it, so that a person reads the same sentence whichever found it.
@@ -39,7 +50,7 @@ type Violation struct {
 
 // Error is the violation as an *InvalidError.
 func (v Violation) Error(cause error) *InvalidError {
-	return &InvalidError{Path: PathOf(v.Location), Message: v.Sentence(), Err: cause}
+	return NewInvalid(PathOf(v.Location), v.Sentence(), cause)
 }
 
 // PathOf writes a location the way a person does: a.b[0].c.

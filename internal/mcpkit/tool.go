@@ -105,7 +105,7 @@ func (t *Tool[In, Out]) Decode(raw json.RawMessage) (In, error) {
 		return zero, ErrNotObject
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return zero, &InvalidError{Message: "the arguments hold more than one JSON value"}
+		return zero, NewInvalid("", "the arguments hold more than one JSON value", nil)
 	}
 	return t.decodeChecked(args, trimmed)
 }
@@ -125,7 +125,7 @@ func (t *Tool[In, Out]) decodeChecked(args map[string]any, raw []byte) (In, erro
 	var in In
 	for name := range args {
 		if why, retired := t.spec.Retired[name]; retired {
-			return in, &InvalidError{Path: name, Message: why}
+			return in, NewInvalid(name, why, nil)
 		}
 	}
 	if err := t.check().check(args); err != nil {
@@ -137,13 +137,13 @@ func (t *Tool[In, Out]) decodeChecked(args map[string]any, raw []byte) (In, erro
 	if raw == nil {
 		var err error
 		if raw, err = json.Marshal(args); err != nil {
-			return in, &InvalidError{Message: "the arguments cannot be encoded: " + err.Error(), Err: err}
+			return in, NewInvalid("", "the arguments cannot be encoded: "+err.Error(), err)
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return in, &InvalidError{Message: "the arguments cannot be read: " + err.Error(), Err: err}
+		return in, NewInvalid("", "the arguments cannot be read: "+err.Error(), err)
 	}
 	if v, ok := any(&in).(Validating); ok {
 		if err := v.Validate(); err != nil {

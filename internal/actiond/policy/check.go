@@ -94,7 +94,7 @@ func Check(ctx context.Context, req Request, layers ...Layer) error {
 func Evaluate(ctx context.Context, req Request, layers ...Layer) Decision {
 	var decision Decision
 	if len(layers) == 0 {
-		decision.Denied = &Denied{Operation: req.Operation, Resource: req.Resource, Reason: ReasonNoLayers, PolicyIndex: -1}
+		decision.Denied = (&Denied{Operation: req.Operation, Resource: req.Resource, Reason: ReasonNoLayers, PolicyIndex: -1}).coded()
 		return decision
 	}
 	var shared map[string]any // built once, only when an assertion needs it
@@ -153,7 +153,7 @@ func evaluateLayer(ctx context.Context, req Request, layer Layer, contextOf func
 }
 
 func (l Layer) denial(req Request, reason string, index int) *Denied {
-	return &Denied{
+	d := &Denied{
 		Operation:   req.Operation,
 		Resource:    req.Resource,
 		Layer:       l.Name,
@@ -162,6 +162,7 @@ func (l Layer) denial(req Request, reason string, index int) *Denied {
 		PrincipalID: l.PrincipalID,
 		ActionID:    l.ActionID,
 	}
+	return d.coded()
 }
 
 func assertionsHold(ctx context.Context, p Policy, contextOf func() map[string]any) (bool, *AssertionError) {

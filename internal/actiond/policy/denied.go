@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/incusspawn/isx/internal/coded"
+)
 
 // Why a layer denied.
 const (
@@ -14,6 +18,9 @@ const (
 // the principal's identifier, the policy index or action IDs (ACT-131).
 // Detail keeps those for the record (ACT-132).
 type Denied struct {
+	// Base is the denial as the wire reads it (coded.Of): its code,
+	// message and hint, filled in by coded() from the fields below.
+	coded.Base
 	Operation string
 	Resource  string
 	Layer     string
@@ -26,13 +33,17 @@ type Denied struct {
 	AssertionErrors []AssertionError
 }
 
-// ErrorCode is ACCESS_DENIED; with ErrorHint it makes a denial a coded
-// error that coded.CodeOf and coded.HintOf read. Its message is built from
-// its fields, so it does not embed coded.Base.
+// ErrorCode is ACCESS_DENIED, also of a Denied made without coded().
 func (d *Denied) ErrorCode() string { return CodeAccessDenied }
 
-// ErrorHint is Hint.
+// ErrorHint is Hint, also of a Denied made without coded().
 func (d *Denied) ErrorHint() string { return d.Hint() }
+
+// coded fills in the Base from the fields and returns d.
+func (d *Denied) coded() *Denied {
+	d.Base = coded.Base{Code: CodeAccessDenied, Message: d.Error(), Hint: d.Hint()}
+	return d
+}
 
 // Error is the public message.
 func (d *Denied) Error() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/policy"
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
@@ -29,7 +30,7 @@ func (g graphQL) Execute(ctx context.Context, op engine.Operation) (any, error) 
 		Access: graph.Access{Principal: op.Principal, Claims: op.Claims, Layers: op.Layers},
 	}, graph.Request{Query: op.Query, Variables: op.Variables, OperationName: op.OperationName})
 	if len(resp.Errors) > 0 {
-		return nil, operationFailure{resp: resp}
+		return nil, failedOperation(resp)
 	}
 	var data any
 	if err := json.Unmarshal(resp.Data, &data); err != nil {
@@ -66,17 +67,25 @@ func nativeTools(name string) (graph.NativeTool, bool) {
 
 // operationFailure is a GraphQL operation's errors as a tool failure: the
 // first error's code and hint, every message.
-type operationFailure struct{ resp *graph.Response }
+type operationFailure struct {
+	coded.Base
+	resp *graph.Response
+}
 
-func (f operationFailure) Error() string { return f.resp.Errors.Error() }
-
-func (f operationFailure) ToolFailure() *engine.Failure {
-	first := f.resp.Errors[0]
+func failedOperation(resp *graph.Response) *operationFailure {
+	first := resp.Errors[0]
 	code, _ := first.Extensions["code"].(string)
 	if code == "" {
 		code = graph.CodeBadRequest
 	}
 	hint, _ := first.Extensions["hint"].(string)
+	return &operationFailure{Base: coded.Base{Code: code, Message: resp.Errors.Error(), Hint: hint}, resp: resp}
+}
+
+// Error is the message alone: every error's message.
+func (f *operationFailure) Error() string { return f.Message }
+
+func (f *operationFailure) ToolFailure() *engine.Failure {
 	messages := make([]string, 0, len(f.resp.Errors))
 	details := make([]map[string]any, 0, len(f.resp.Errors))
 	for _, e := range f.resp.Errors {
@@ -90,7 +99,7 @@ func (f operationFailure) ToolFailure() *engine.Failure {
 		}
 		details = append(details, detail)
 	}
-	return engine.NewFailure(code, strings.Join(messages, "\n"), hint).WithDetail(details)
+	return engine.NewFailure(f.Code, strings.Join(messages, "\n"), f.Hint).WithDetail(details)
 }
 
 // replayer lets the API replay recorded requests through the MCP endpoint.

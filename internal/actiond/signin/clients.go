@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/incusspawn/isx/internal/actiond/store"
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Client authentication methods (RFC 7591 token_endpoint_auth_method).
@@ -73,11 +74,16 @@ func (s *Server) clientByID(r *http.Request, id string) (*registered, error) {
 // errClient is a client that did not authenticate; its message is what the
 // client is told.
 type errClient struct {
-	description string
-	basic       bool
+	coded.Base
+	basic bool
 }
 
-func (e *errClient) Error() string { return e.description }
+// codeInvalidClient is RFC 6749's error code for it.
+const codeInvalidClient = "invalid_client"
+
+func clientRefused(basic bool, description string) *errClient {
+	return &errClient{Base: coded.Base{Code: codeInvalidClient, Message: description}, basic: basic}
+}
 
 // authenticateClient finds the client of a token or revocation request
 // (RFC 6749 §2.3): HTTP Basic, or client_id with client_secret in the body,
@@ -91,10 +97,10 @@ func (s *Server) authenticateClient(r *http.Request) (*registered, error) {
 		id, err1 = url.QueryUnescape(id)
 		secret, err2 = url.QueryUnescape(secret)
 		if err1 != nil || err2 != nil {
-			return nil, &errClient{description: "The Basic credentials are not form-encoded as RFC 6749 §2.3.1 asks.", basic: true}
+			return nil, clientRefused(true, "The Basic credentials are not form-encoded as RFC 6749 §2.3.1 asks.")
 		}
 		if r.PostForm.Has("client_secret") {
-			return nil, &errClient{description: "Authenticate with one method only: Basic or client_secret, not both.", basic: true}
+			return nil, clientRefused(true, "Authenticate with one method only: Basic or client_secret, not both.")
 		}
 	} else {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
@@ -104,27 +110,27 @@ func (s *Server) authenticateClient(r *http.Request) (*registered, error) {
 		}
 	}
 	if id == "" {
-		return nil, &errClient{description: "The request names no client: send client_id.", basic: basic}
+		return nil, clientRefused(basic, "The request names no client: send client_id.")
 	}
 	if formID := r.PostForm.Get("client_id"); basic && formID != "" && formID != id {
-		return nil, &errClient{description: "client_id differs from the client that authenticated.", basic: true}
+		return nil, clientRefused(true, "client_id differs from the client that authenticated.")
 	}
 	c, err := s.clientByID(r, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &errClient{description: "No client is registered with that client_id; register again.", basic: basic}
+		return nil, clientRefused(basic, "No client is registered with that client_id; register again.")
 	}
 	var unusable *documentError
 	if errors.As(err, &unusable) {
-		return nil, &errClient{description: unusable.Error(), basic: basic}
+		return nil, clientRefused(basic, unusable.Error())
 	}
 	if err != nil {
 		return nil, err
 	}
 	if c.TokenEndpointAuthMethod != method {
-		return nil, &errClient{description: fmt.Sprintf("This client registered %s as its authentication method, and must use it.", c.TokenEndpointAuthMethod), basic: basic}
+		return nil, clientRefused(basic, fmt.Sprintf("This client registered %s as its authentication method, and must use it.", c.TokenEndpointAuthMethod))
 	}
 	if method != authNone && subtle.ConstantTimeCompare([]byte(hash(secret)), []byte(c.secretHash)) != 1 {
-		return nil, &errClient{description: "The client secret is wrong.", basic: basic}
+		return nil, clientRefused(basic, "The client secret is wrong.")
 	}
 	return c, nil
 }
@@ -135,5 +141,5 @@ func writeClientError(w http.ResponseWriter, err *errClient) {
 	if err.basic {
 		w.Header().Set("WWW-Authenticate", `Basic realm="actiond"`)
 	}
-	writeError(w, http.StatusUnauthorized, "invalid_client", err.description)
+	writeError(w, http.StatusUnauthorized, codeInvalidClient, err.Message)
 }

@@ -379,17 +379,24 @@ func (s *Server) documentClient(ctx context.Context, id string) (*registered, er
 	c, err := s.documents.lookup(ctx, id)
 	if err != nil {
 		s.opts.Logger.Warn("sign-in: a client's metadata document is refused", "client_id", id, "err", err)
-		return nil, &documentError{err: err}
+		return nil, unusableDocument(err)
 	}
 	return &registered{id: id, document: true, Client: c}, nil
 }
 
 // documentError is a client_id URL whose document cannot be used; its
-// message is what the client and the person are told.
-type documentError struct{ err error }
+// message is what the client and the person are told, its code the
+// fetch's (CodeDocumentInvalid where the fetch had none).
+type documentError struct{ coded.Base }
 
-func (e *documentError) Error() string {
-	return fmt.Sprintf("The client's metadata document cannot be used: %v.", e.err)
+func unusableDocument(err error) *documentError {
+	code := coded.CodeOf(err)
+	if code == "" {
+		code = CodeDocumentInvalid
+	}
+	return &documentError{coded.Base{Code: code, Err: err,
+		Message: fmt.Sprintf("The client's metadata document cannot be used: %v.", err)}}
 }
 
-func (e *documentError) Unwrap() error { return e.err }
+// Error is the message alone, which tells the cause already.
+func (e *documentError) Error() string { return e.Message }

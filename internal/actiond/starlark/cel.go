@@ -145,14 +145,16 @@ func (c *celCall) operand(v star.Value) (string, error) {
 	return "", fmt.Errorf("a %s is not a CEL value", v.Type())
 }
 
-// pureError is CEL's message without the expression this file generated.
-type pureError struct {
-	message string
-	err     error
+// pureError is CEL's coded error told without the expression this file
+// generated, which the script never wrote.
+type pureError struct{ coded.Base }
+
+func purely(celErr *expr.Error, err error) *pureError {
+	return &pureError{coded.Base{Code: celErr.Code, Message: celErr.Message, Err: err}}
 }
 
-func (e *pureError) Error() string { return e.message }
-func (e *pureError) Unwrap() error { return e.err }
+// Error is the message alone: the cause would repeat the expression.
+func (e *pureError) Error() string { return e.Message }
 
 func (c *celCall) eval(ctx context.Context, expression string) (star.Value, error) {
 	program, err := pureProgram(expression)
@@ -163,7 +165,7 @@ func (c *celCall) eval(ctx context.Context, expression string) (star.Value, erro
 	if err != nil {
 		var celErr *expr.Error
 		if errors.As(err, &celErr) {
-			return nil, &pureError{message: celErr.Message, err: err}
+			return nil, purely(celErr, err)
 		}
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func pureProgram(expression string) (*expr.Program, error) {
 	if err != nil {
 		var celErr *expr.Error
 		if errors.As(err, &celErr) {
-			return nil, &pureError{message: celErr.Message, err: err}
+			return nil, purely(celErr, err)
 		}
 		return nil, err
 	}

@@ -29,17 +29,15 @@ type jsonValuer interface {
 	JSON() (any, error)
 }
 
-// notJSONError names where in a value a non-JSON part sits; limit is set
+// notJSON names where in a value a non-JSON part sits; limit is set
 // instead when the conversion would take more than the run's budget.
-type notJSONError struct {
+type notJSON struct {
 	path   []string // innermost first
 	reason string
 	limit  *Error
 }
 
-func (e *notJSONError) Error() string { return e.at("the value") }
-
-func (e *notJSONError) at(root string) string {
+func (e *notJSON) at(root string) string {
 	var b strings.Builder
 	b.WriteString(root)
 	for i := len(e.path) - 1; i >= 0; i-- {
@@ -50,7 +48,7 @@ func (e *notJSONError) at(root string) string {
 	return b.String()
 }
 
-func (e *notJSONError) within(segment string) *notJSONError {
+func (e *notJSON) within(segment string) *notJSON {
 	e.path = append(e.path, segment)
 	return e
 }
@@ -77,16 +75,16 @@ func toJSON(v star.Value, root string, b *budget) (any, error) {
 // toJSON converts a value of the run, charged to its budget.
 func (r *run) toJSON(v star.Value, root string) (any, error) { return toJSON(v, root, r.budget) }
 
-func chargeJSON(b *budget, n int64) *notJSONError {
+func chargeJSON(b *budget, n int64) *notJSON {
 	if err := b.charge(n, "a JSON value"); err != nil {
-		return &notJSONError{limit: err.(*Error)}
+		return &notJSON{limit: err.(*Error)}
 	}
 	return nil
 }
 
-func goValue(v star.Value, depth int, b *budget) (any, *notJSONError) {
+func goValue(v star.Value, depth int, b *budget) (any, *notJSON) {
 	if depth > maxDepth {
-		return nil, &notJSONError{reason: fmt.Sprintf("is nested more than %d levels deep (does it contain itself?)", maxDepth)}
+		return nil, &notJSON{reason: fmt.Sprintf("is nested more than %d levels deep (does it contain itself?)", maxDepth)}
 	}
 	if err := chargeJSON(b, slotBytes+shallowBytes(v)); err != nil {
 		return nil, err
@@ -106,7 +104,7 @@ func goValue(v star.Value, depth int, b *budget) (any, *notJSONError) {
 	case star.Float:
 		f := float64(v)
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, &notJSONError{reason: fmt.Sprintf("is the float %s, which JSON cannot represent", v)}
+			return nil, &notJSON{reason: fmt.Sprintf("is the float %s, which JSON cannot represent", v)}
 		}
 		return f, nil
 	case *star.Dict:
@@ -120,19 +118,19 @@ func goValue(v star.Value, depth int, b *budget) (any, *notJSONError) {
 	case jsonValuer:
 		out, err := v.JSON()
 		if err != nil {
-			return nil, &notJSONError{reason: fmt.Sprintf("is a %s that %v", v.Type(), err)}
+			return nil, &notJSON{reason: fmt.Sprintf("is a %s that %v", v.Type(), err)}
 		}
 		return out, nil
 	}
-	return nil, &notJSONError{reason: fmt.Sprintf("is a value of type %s, which is not JSON", v.Type())}
+	return nil, &notJSON{reason: fmt.Sprintf("is a value of type %s, which is not JSON", v.Type())}
 }
 
-func dictValue(d *star.Dict, depth int, b *budget) (any, *notJSONError) {
+func dictValue(d *star.Dict, depth int, b *budget) (any, *notJSON) {
 	out := make(map[string]any, d.Len())
 	for _, item := range d.Items() {
 		key, ok := item[0].(star.String)
 		if !ok {
-			return nil, &notJSONError{reason: fmt.Sprintf("has the key %s of type %s; JSON object keys are strings", item[0], item[0].Type())}
+			return nil, &notJSON{reason: fmt.Sprintf("has the key %s of type %s; JSON object keys are strings", item[0], item[0].Type())}
 		}
 		value, err := goValue(item[1], depth+1, b)
 		if err != nil {
@@ -146,7 +144,7 @@ func dictValue(d *star.Dict, depth int, b *budget) (any, *notJSONError) {
 	return out, nil
 }
 
-func sequenceValue(seq star.Indexable, n, depth int, b *budget) (any, *notJSONError) {
+func sequenceValue(seq star.Indexable, n, depth int, b *budget) (any, *notJSON) {
 	out := make([]any, n)
 	for i := range n {
 		value, err := goValue(seq.Index(i), depth+1, b)
@@ -161,13 +159,13 @@ func sequenceValue(seq star.Indexable, n, depth int, b *budget) (any, *notJSONEr
 	return out, nil
 }
 
-func attrsValue(s *starlarkstruct.Struct, depth int, b *budget) (any, *notJSONError) {
+func attrsValue(s *starlarkstruct.Struct, depth int, b *budget) (any, *notJSON) {
 	names := s.AttrNames()
 	out := make(map[string]any, len(names))
 	for _, name := range names {
 		field, err := s.Attr(name)
 		if err != nil {
-			return nil, &notJSONError{reason: err.Error()}
+			return nil, &notJSON{reason: err.Error()}
 		}
 		value, nerr := goValue(field, depth+1, b)
 		if nerr != nil {

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/incusspawn/isx/internal/coded"
 )
 
 // Limits are how long a client may keep a connection standing still.
@@ -120,9 +122,13 @@ func upgrading(r *http.Request) bool {
 	return false
 }
 
+// CodeTooSlow is the code of a body cut for standing still.
+const CodeTooSlow = "body_too_slow"
+
 // ErrTooSlow is what reading a body that stood still returns (wrapped):
-// a handler answers 408 and the connection ends.
-var ErrTooSlow = errors.New("the request's body stopped coming, or came too slowly")
+// a handler answers 408 and the connection ends. It matches any error of
+// its code.
+var ErrTooSlow error = &coded.Error{Code: CodeTooSlow, Message: "the request's body stopped coming, or came too slowly"}
 
 // TooSlow reports whether err is a body cut for standing still.
 func TooSlow(err error) bool { return errors.Is(err, ErrTooSlow) }
@@ -167,7 +173,7 @@ func (b *body) Read(p []byte) (int, error) {
 		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as in extend
 	case err != nil && timedOut(err):
 		b.cut.Store(true)
-		return n, &slowError{err: err}
+		return n, tooSlow(err)
 	case b.moved >= b.limits.Progress:
 		b.moved = 0
 		b.extend(time.Now())
@@ -180,13 +186,9 @@ func timedOut(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-type slowError struct{ err error }
-
-func (e *slowError) Error() string { return ErrTooSlow.Error() + ": " + e.err.Error() }
-
-func (e *slowError) Is(target error) bool { return target == ErrTooSlow }
-
-func (e *slowError) Unwrap() error { return e.err }
+func tooSlow(err error) error {
+	return coded.Wrap(CodeTooSlow, err, "%s", ErrTooSlow.Error())
+}
 
 // writer moves the write deadline on before every write: a stream may
 // last for hours, but each piece of it must be taken within Write.

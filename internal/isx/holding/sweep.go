@@ -259,7 +259,8 @@ const StopTimeout = 5 * time.Second
 // declined is the reason the decision made again under the mark gave for
 // leaving the instance alone.
 func declined(err error) (string, bool) {
-	if c := coded.Of(err); c != nil {
+	// Incus's own failures are coded too, but they are failures, not reasons.
+	if c := coded.Of(err); c != nil && !incus.Reported(err) {
 		return c.Message, true
 	}
 	return "", false

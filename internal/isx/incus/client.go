@@ -77,6 +77,15 @@ func (c *Client) background(cleanup func() error) {
 	})
 }
 
+// withBackgroundTimeout makes one request of a background clean-up, bounded
+// by backgroundTimeout alone: the caller that started the clean-up may be
+// gone.
+func withBackgroundTimeout(request func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
+	defer cancel()
+	return request(ctx)
+}
+
 // Settle waits for the clean-ups Exec left running in the background
 // (deleting its output logs) and returns the failures among them since the
 // last call.
@@ -149,17 +158,17 @@ func newTransport(socket string, setting socketSetting) *http.Transport {
 func classifyDialError(socket string, setting socketSetting, err error) error {
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return &permissionError{socket: socket, cause: err}
+		return noPermission(socket, err)
 	case setting.name != "" && errors.Is(err, syscall.ENOENT):
-		return &unavailableError{socket: socket, setting: setting, wrongPath: !isDir(filepath.Dir(socket)), cause: err}
+		return unavailable(socket, setting, !isDir(filepath.Dir(socket)), err)
 	case setting.name != "" && (errors.Is(err, syscall.ENOTSOCK) || errors.Is(err, syscall.ENOTDIR)):
-		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: err}
+		return unavailable(socket, setting, true, err)
 	case setting.name != "" && errors.Is(err, syscall.ECONNREFUSED) && !isSocket(socket):
 		// Linux refuses a connection to a file that is no socket.
-		return &unavailableError{socket: socket, setting: setting, wrongPath: true, cause: fmt.Errorf("it is not a socket: %w", err)}
+		return unavailable(socket, setting, true, fmt.Errorf("it is not a socket: %w", err))
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ENOTSOCK), errors.Is(err, syscall.ENOTDIR):
-		return &unavailableError{socket: socket, cause: err}
+		return unavailable(socket, socketSetting{}, false, err)
 	}
 	return err
 }
@@ -328,7 +337,7 @@ func decodeEnvelope(resp *http.Response) (*envelope, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
 		if resp.StatusCode >= 300 {
-			return nil, &Error{StatusCode: resp.StatusCode, Message: strings.TrimSpace(truncate(string(data), 512))}
+			return nil, newError(resp.StatusCode, strings.TrimSpace(truncate(string(data), 512)))
 		}
 		return nil, fmt.Errorf("decoding response (HTTP %d): %w", resp.StatusCode, err)
 	}
@@ -341,7 +350,7 @@ func decodeEnvelope(resp *http.Response) (*envelope, error) {
 		if message == "" {
 			message = http.StatusText(status)
 		}
-		return nil, &Error{StatusCode: status, Message: message}
+		return nil, newError(status, message)
 	}
 	return &env, nil
 }

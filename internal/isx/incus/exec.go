@@ -289,9 +289,9 @@ func (r *execRun) killAndWait(detached context.Context, finished <-chan waitOutc
 			// The command ended before the killer looked: the kill mark it
 			// left has no wrapper to remove it.
 			r.client.background(func() error {
-				ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
-				defer cancel()
-				err := r.client.DeleteFile(ctx, r.instance, r.killPath())
+				err := withBackgroundTimeout(func(ctx context.Context) error {
+					return r.client.DeleteFile(ctx, r.instance, r.killPath())
+				})
 				if errors.Is(err, ErrNotFound) {
 					return nil
 				}

@@ -151,7 +151,7 @@ func (c *Client) StatFile(ctx context.Context, instance, filename string) (*File
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		// A HEAD answer has no body to explain itself.
-		return nil, fmt.Errorf("looking at %s in %q: %w", p, instance, &Error{StatusCode: resp.StatusCode, Message: http.StatusText(resp.StatusCode)})
+		return nil, fmt.Errorf("looking at %s in %q: %w", p, instance, newError(resp.StatusCode, http.StatusText(resp.StatusCode)))
 	}
 	info := fileInfo(resp)
 	if info.Type != "file" {

@@ -104,9 +104,7 @@ func (c *Client) sweepLocked() {
 func (log queuedLog) delete() error {
 	var err error
 	for range 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), backgroundTimeout)
-		err = log.client.deleteLog(ctx, log.path)
-		cancel()
+		err = withBackgroundTimeout(func(ctx context.Context) error { return log.client.deleteLog(ctx, log.path) })
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}

@@ -46,7 +46,7 @@ func (op *Operation) Done() bool {
 func (op *Operation) failure() error {
 	switch op.StatusCode {
 	case OperationFailure, OperationCancelled:
-		return &OperationError{ID: op.ID, Description: op.Description, StatusCode: op.StatusCode, Message: op.Err}
+		return NewOperationError(op.ID, op.Description, op.StatusCode, op.Err)
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ func (c *Client) waitOnce(ctx context.Context, id string, timeout time.Duration)
 		// with an error envelope carrying the operation's error.
 		var apiErr *Error
 		if errors.As(err, &apiErr) && !(apiErr.StatusCode == 404 && apiErr.Message == "Operation not found") {
-			return nil, &OperationError{ID: id, StatusCode: apiErr.StatusCode, Message: apiErr.Message}
+			return nil, NewOperationError(id, "", apiErr.StatusCode, apiErr.Message)
 		}
 		return nil, fmt.Errorf("incus: waiting for operation %s: %w", id, err)
 	}

@@ -62,14 +62,14 @@ func TestErrorMatching(t *testing.T) {
 		err                error
 		notFound, conflict bool
 	}{
-		{&Error{StatusCode: 404, Message: "Instance not found"}, true, false},
-		{&Error{StatusCode: 409, Message: "exists"}, false, true},
-		{&Error{StatusCode: 412, Message: "ETag doesn't match"}, false, true},
-		{&Error{StatusCode: 500, Message: `Failed to create "projects" entry: UNIQUE constraint failed: projects.name`}, false, true},
-		{&OperationError{StatusCode: 400, Message: "Alias already exists"}, false, true},
-		{&OperationError{StatusCode: 404, Message: "Instance not found"}, true, false},
-		{&Error{StatusCode: 400, Message: "Invalid value"}, false, false},
-		{&unavailableError{socket: "/x", cause: errors.New("refused")}, false, false},
+		{newError(404, "Instance not found"), true, false},
+		{newError(409, "exists"), false, true},
+		{newError(412, "ETag doesn't match"), false, true},
+		{newError(500, `Failed to create "projects" entry: UNIQUE constraint failed: projects.name`), false, true},
+		{NewOperationError("op", "", 400, "Alias already exists"), false, true},
+		{NewOperationError("op", "", 404, "Instance not found"), true, false},
+		{newError(400, "Invalid value"), false, false},
+		{unavailable("/x", socketSetting{}, false, errors.New("refused")), false, false},
 	}
 	for _, tc := range cases {
 		wrapped := fmt.Errorf("doing something: %w", tc.err)
@@ -78,10 +78,10 @@ func TestErrorMatching(t *testing.T) {
 				errors.Is(wrapped, ErrNotFound), errors.Is(wrapped, ErrConflict), tc.notFound, tc.conflict)
 		}
 	}
-	if !errors.Is(&unavailableError{socket: "/x", cause: errors.New("refused")}, ErrUnavailable) {
+	if !errors.Is(unavailable("/x", socketSetting{}, false, errors.New("refused")), ErrUnavailable) {
 		t.Error("unavailableError is not ErrUnavailable")
 	}
-	if errors.Is(&permissionError{socket: "/x", cause: errors.New("denied")}, ErrUnavailable) {
+	if errors.Is(noPermission("/x", errors.New("denied")), ErrUnavailable) {
 		t.Error("a permission problem is not something starting the daemon fixes")
 	}
 }

@@ -14,7 +14,7 @@ import (
 // Incus-backed race is mcpserver's TestOneKeyManySessionsISX159.
 func TestBusyWithAnyOperationMeansTheNameIsTaken(t *testing.T) {
 	for _, operation := range []string{"create", "start"} {
-		err := &incus.OperationError{Description: "Creating instance", Message: `Failed creating instance record: Instance is busy running a "` + operation + `" operation`}
+		err := incus.NewOperationError("op", "Creating instance", 400, `Failed creating instance record: Instance is busy running a "`+operation+`" operation`)
 		if !busyCreating(err) {
 			t.Errorf("busy with %q was not seen as the name being taken", operation)
 		}

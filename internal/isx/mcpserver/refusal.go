@@ -141,7 +141,7 @@ func translate(err error) *coded.Error {
 	)
 	c := coded.Of(err)
 	switch {
-	case c == nil:
+	case c == nil || incus.Reported(err):
 		return incusRefusal(err)
 	case errors.As(err, &cfgErr) && &cfgErr.Base == c:
 		return refusef(CodeRefused, "%s", cfgErr.Error())

@@ -72,7 +72,7 @@ func (s *Server) controlHandler() http.Handler {
 		activity, err := s.Admit(r.Context(), r.PathValue("instance"))
 		if err != nil {
 			status := http.StatusConflict
-			if errors.Is(err, incus.ErrUnavailable) || coded.CodeOf(err) == "" {
+			if errors.Is(err, incus.ErrUnavailable) || coded.CodeOf(err) == "" || incus.Reported(err) {
 				status = http.StatusBadGateway
 			}
 			writeJSON(w, status, controlError{Code: codeOr(err, CodeControl), Message: err.Error()})
@@ -87,8 +87,10 @@ func (s *Server) controlHandler() http.Handler {
 	return mux
 }
 
+// codeOr is the proxy's own code of err, or fallback: what Incus reported
+// is the proxy's failure to its client.
 func codeOr(err error, fallback string) string {
-	if code := coded.CodeOf(err); code != "" {
+	if code := coded.CodeOf(err); code != "" && !incus.Reported(err) {
 		return code
 	}
 	return fallback

@@ -69,18 +69,18 @@ func readable(err error) error {
 	if !errors.As(err, &invalid) || !errors.As(invalid.Err, &verr) {
 		// Another failure, such as a $ref to nothing, names places in the
 		// schema by that address.
-		return &mcpkit.InvalidError{Message: strings.ReplaceAll(err.Error(), location, ""), Err: err}
+		return mcpkit.NewInvalid("", strings.ReplaceAll(err.Error(), location, ""), err)
 	}
 	cause := deepest(verr)
 	path := mcpkit.PathOf(cause.InstanceLocation)
 	if format, ok := cause.ErrorKind.(*kind.Format); ok {
-		return &mcpkit.InvalidError{Path: path, Message: fmt.Sprintf("%s is not a valid %s: %v", path, format.Want, format.Err), Err: err}
+		return mcpkit.NewInvalid(path, fmt.Sprintf("%s is not a valid %s: %v", path, format.Want, format.Err), err)
 	}
 	sentence := violation(cause).Sentence()
 	if path == "" {
 		sentence = "the schema" + strings.TrimPrefix(sentence, "the value")
 	}
-	return &mcpkit.InvalidError{Path: path, Message: sentence, Err: err}
+	return mcpkit.NewInvalid(path, sentence, err)
 }
 
 type refuseLoader struct{}
@@ -98,7 +98,7 @@ func (v *Validator) Validate(value any) error {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return &mcpkit.InvalidError{Message: err.Error(), Err: err}
+		return mcpkit.NewInvalid("", err.Error(), err)
 	}
 	return violation(deepest(verr)).Error(err)
 }
@@ -108,7 +108,7 @@ func (v *Validator) Validate(value any) error {
 func (v *Validator) ValidateJSON(raw []byte) error {
 	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return &mcpkit.InvalidError{Message: "the value is not JSON: " + err.Error(), Err: err}
+		return mcpkit.NewInvalid("", "the value is not JSON: "+err.Error(), err)
 	}
 	return v.Validate(value)
 }

@@ -30,7 +30,7 @@ func (v *Validator) Explain(value any) error {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return &mcpkit.InvalidError{Message: strings.ReplaceAll(err.Error(), location, ""), Err: err}
+		return mcpkit.NewInvalid("", strings.ReplaceAll(err.Error(), location, ""), err)
 	}
 	var violations []mcpkit.Violation
 	for _, leaf := range leaves(verr, nil) {
@@ -86,7 +86,7 @@ func (v *Validator) Explain(value any) error {
 		sentences = append(sentences[:maxSentences], "and "+strconv.Itoa(len(sentences)-maxSentences)+" more")
 	}
 	first := violations[0]
-	return &mcpkit.InvalidError{Path: mcpkit.PathOf(first.Location), Message: strings.Join(sentences, "; "), Err: err}
+	return mcpkit.NewInvalid(mcpkit.PathOf(first.Location), strings.Join(sentences, "; "), err)
 }
 
 // leaves are the failures beneath e that a person can fix, as deepest
