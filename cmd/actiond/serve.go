@@ -127,6 +127,7 @@ func (a *app) serve(ctx context.Context, s serveSettings) error {
 		Store: s.db.options(false), PublicURL: s.public, Listen: s.addr, Issuers: s.config.Issuers, Logger: logger,
 		SignIn: server.SignIn{DefaultSubject: currentUser(), AccessTTL: s.accessTTL, NoClientDocuments: !s.documents},
 		Models: s.config.Models, Tasks: s.tasks, Programs: s.programs, CORSOrigins: s.corsOrigins, Metrics: s.metrics,
+		Version: readBuildInfo().Version,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot start on %s: %w", s.db.describe(), err)

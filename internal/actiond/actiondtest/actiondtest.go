@@ -70,6 +70,9 @@ type Options struct {
 	// CORSOrigins are the origins whose pages may call the MCP endpoints
 	// and the sign-in's endpoints (server.Options.CORSOrigins).
 	CORSOrigins []string
+	// Env is the whole environment the server reads (the OTEL_* settings
+	// of tracing); the machine's own never reaches it.
+	Env map[string]string
 }
 
 // Env is one running actiond.
@@ -112,7 +115,7 @@ func New(t testing.TB, d store.Dialect, opts Options) *Env {
 	}
 	srv, err := server.New(context.Background(), server.Options{
 		Store: storeOptions, PublicURL: public, Listen: addr, Clock: opts.Clock, Logger: logger, SignIn: opts.SignIn,
-		Models: opts.Models, Getenv: func(string) string { return "" }, Tasks: opts.Tasks, Issuers: issuers,
+		Models: opts.Models, Getenv: func(key string) string { return opts.Env[key] }, Tasks: opts.Tasks, Issuers: issuers,
 		Metrics: opts.Metrics, CORSOrigins: opts.CORSOrigins,
 	})
 	if err != nil {

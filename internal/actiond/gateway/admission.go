@@ -139,6 +139,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 // FAILED execution of the server outside any session. It runs nothing.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, rerr *rpcError) {
 	h.meterRefused(rerr.Code)
+	ex.trace.refused(ex, rerr)
 	ctx := context.WithoutCancel(r.Context())
 	key := store.RefusalKey{Account: ex.account, ServerID: ex.server.ActionID, Principal: ex.who.Principal, Subject: ex.who.Subject}
 	err := h.opts.Store.Write(ctx, func(tx *store.Tx) error {

@@ -40,6 +40,8 @@ type exchange struct {
 	// tasks, in a replay, takes the endpoint's tasks' place: it starts and
 	// cancels nothing.
 	tasks engine.Tasks
+	// trace is the request's span, nil when tracing is off.
+	trace *requestTrace
 }
 
 // record is what a request did, which its completion records beside its
@@ -159,7 +161,13 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, ex *exch
 	case rec.failure != nil || !rep.succeeded():
 		status = store.Failed
 	}
-	if err := h.complete(ex, rec, status, rep); err != nil {
+	err := h.complete(ex, rec, status, rep)
+	traced := status
+	if err != nil {
+		traced = store.Failed // the client is told of the failure to record
+	}
+	ex.trace.recorded(ex, traced, rec.calls)
+	if err != nil {
 		h.opts.Logger.Error("record MCP request", "execution", ex.executionID, "err", err)
 		rerr := newError(codeInternal, errNotRecorded, http.StatusInternalServerError, nil)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContention) {

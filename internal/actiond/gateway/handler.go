@@ -29,6 +29,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net/http"
@@ -84,6 +85,9 @@ type Options struct {
 	Logger    *slog.Logger
 	// Meter, when set, is told of every request and refusal (metering.go).
 	Meter Meter
+	// Tracer, when set, makes a span of every request and of each call it
+	// made (tracing.go).
+	Tracer trace.Tracer
 }
 
 // Handler serves /mcp/v1/<account>/<name>.
@@ -156,11 +160,14 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meterRequest(w, "", req.Method)
+	trace, r := h.startTrace(r, req)
+	defer trace.end()
 	who, ok := h.authenticate(w, r, account, name, req)
 	if !ok {
+		trace.failed(errUnauthorized)
 		return
 	}
-	ex := &exchange{h: h, account: account, who: who, req: req, body: body, started: h.opts.Clock.Now()}
+	ex := &exchange{h: h, account: account, who: who, req: req, body: body, started: h.opts.Clock.Now(), trace: trace}
 	ex.setInput()
 	if !contains(who.Accounts, account) {
 		newError(codeInvalidParams, errServerNotFound, http.StatusNotFound, map[string]any{"name": name}).write(w, idOf(req))

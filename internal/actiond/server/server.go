@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,7 @@ import (
 	"github.com/incusspawn/isx/internal/actiond/store"
 	"github.com/incusspawn/isx/internal/actiond/tasks"
 	"github.com/incusspawn/isx/internal/clock"
+	"github.com/incusspawn/isx/internal/tracing"
 )
 
 // Options configure a server.
@@ -70,6 +72,8 @@ type Options struct {
 	Clock    clock.Clock
 	Random   io.Reader
 	Logger   *slog.Logger
+	// Version is the running build's, which its trace spans name.
+	Version string
 }
 
 // SignIn configures the local authorization server.
@@ -131,6 +135,9 @@ type Server struct {
 	opts     Options
 	// lock holds a SQLite data directory for this process (nil on Postgres).
 	lock *store.DirLock
+	// tracing exports the requests' spans (tracing.Off unless the
+	// environment names an OTLP endpoint).
+	tracing *tracing.Provider
 }
 
 // New opens the store, makes sure the local environment's actions exist and
@@ -210,6 +217,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
+	if s.tracing, err = tracing.FromEnv(ctx, getenv, "actiond", opts.Version); err != nil {
+		st.Close()
+		return nil, err
+	}
 	compiled := action.NewCache(4096)
 	reader := registry.NewCached(st)
 	runner := &engine.Runner{GraphQL: graphQL{store: st, clock: opts.Clock, ids: ids}, Registry: reader, Compiled: compiled, IDs: ids, Clock: opts.Clock, Random: opts.Random,
@@ -227,6 +238,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	endpointOptions := gateway.Options{
 		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner, Tasks: s.Tasks,
 		Process: s.Process, IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
+	}
+	if s.tracing.On() {
+		endpointOptions.Tracer = s.tracing.Tracer()
 	}
 	if meter != nil {
 		meter.ReadFrom(st)
@@ -303,7 +317,9 @@ func (s *Server) Close() error {
 	s.Tasks.Close()
 	err := s.Store.Close()
 	s.lock.Release()
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, tracing.Shutdown(ctx, s.tracing))
 }
 
 func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {
