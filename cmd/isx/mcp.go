@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/mcpserver"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/tracing"
 	"github.com/incusspawn/isx/internal/usage"
 )
 
@@ -125,7 +127,13 @@ func (a *app) mcpServer(_ *cobra.Command, session string, coordinator bool) (*mc
 		wd = ""
 	}
 	log := audit.Open(filepath.Join(config.StateDir(home), audit.FileName), audit.Options{})
+	traces, err := tracing.FromEnv(context.Background(), os.Getenv, "isx-mcp", build.Version)
+	if err != nil {
+		log.Close()
+		return nil, nil, err
+	}
 	server, err := mcpserver.New(mcpserver.Options{
+		Tracer: traces.Tracer(),
 		Home:   home,
 		Client: ws.client,
 		// Definitions are read afresh on every call that needs them,
@@ -147,7 +155,8 @@ func (a *app) mcpServer(_ *cobra.Command, session string, coordinator bool) (*mc
 	})
 	if err != nil {
 		log.Close()
+		a.shutdownTracing(traces)
 		return nil, nil, err
 	}
-	return server, func() { log.Close() }, nil
+	return server, func() { log.Close(); a.shutdownTracing(traces) }, nil
 }

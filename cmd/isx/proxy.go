@@ -18,6 +18,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/tracing"
 )
 
 func newProxyCommand(a *app) *cobra.Command {
@@ -277,7 +278,13 @@ func (a *app) proxyServe(ctx context.Context) error {
 		return err
 	}
 	defer logFile.Close()
+	traces, err := tracing.FromEnv(ctx, os.Getenv, "isx-proxy", build.Version)
+	if err != nil {
+		return err
+	}
+	defer a.shutdownTracing(traces)
 	server, err := proxy.New(proxy.Options{
+		Tracer:     traces.Tracer(),
 		Home:       home,
 		Client:     ws.client,
 		Owner:      ws.owner,
@@ -361,4 +368,13 @@ func (p mcpProxy) Activity(ctx context.Context, name string) (proxy.Activity, er
 		return proxy.Activity{}, err
 	}
 	return c.Activity(ctx, name)
+}
+
+// shutdownTracing sends the spans still queued, saying so when it cannot.
+func (a *app) shutdownTracing(p *tracing.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tracing.Shutdown(ctx, p); err != nil {
+		a.warnf("%v", err)
+	}
 }

@@ -28,7 +28,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/incusspawn/isx/internal/coded"
 )
@@ -44,9 +43,10 @@ type Provider struct {
 }
 
 // Off traces nothing, at no cost.
-var Off = &Provider{tracer: noop.NewTracerProvider().Tracer(""), shutdown: func(context.Context) error { return nil }}
+var Off = &Provider{shutdown: func(context.Context) error { return nil }}
 
-// Tracer is the program's tracer (a no-op one when tracing is off).
+// Tracer is the program's tracer, nil when tracing is off: a component
+// given none makes no span at all.
 func (p *Provider) Tracer() trace.Tracer { return p.tracer }
 
 // On reports whether spans go anywhere.

@@ -239,9 +239,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Store: st, Directory: gateway.Resolve(st, reader, compiled), Verifier: verifier, Runner: runner, Tasks: s.Tasks,
 		Process: s.Process, IDs: ids, Clock: opts.Clock, PublicURL: opts.PublicURL, Logger: opts.Logger,
 	}
-	if s.tracing.On() {
-		endpointOptions.Tracer = s.tracing.Tracer()
-	}
+	endpointOptions.Tracer = s.tracing.Tracer()
 	if meter != nil {
 		meter.ReadFrom(st)
 		endpointOptions.Meter = meter

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"maps"
 	"path/filepath"
@@ -98,6 +99,8 @@ type Options struct {
 	// HTTPLimits are how long the host proxy's connection to ServeHTTP
 	// may stand still (deadline.Defaults).
 	HTTPLimits deadline.Limits
+	// Tracer, when set, makes a span of every tool call (tracing.go).
+	Tracer trace.Tracer
 }
 
 // Server is one isx mcp session.
@@ -365,7 +368,9 @@ func notAnObject() error {
 // handle runs one call. Arguments are decoded first, but a refusal of the
 // call as a whole (no audit log, an unusable mcp.yaml) wins over one of
 // its arguments.
-func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (result *mcp.CallToolResult, err error) {
+	ctx, span := s.startSpan(ctx, def.listing.Name, req)
+	defer func() { endSpan(span, result) }()
 	args, decodeErr := def.decode(req.Params.Arguments)
 	if errors.Is(decodeErr, mcpkit.ErrNotObject) {
 		return nil, notAnObject()

@@ -33,6 +33,7 @@ type exchange struct {
 
 	meter    *usageMeter
 	memory   *hold
+	trace    *modelTrace
 	complete atomic.Bool
 	finished sync.Once
 }
@@ -91,6 +92,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, e *entry, t tar
 		// The proxy reads the usage of what comes back, so it asks for
 		// it uncompressed; the client gets it that way too.
 		r.Header.Del("Accept-Encoding")
+		x.trace = s.startModelTrace(r, x)
 		c.modelStarted(s.opts.Clock.Now())
 		defer x.finish()
 	} else if r.Body != nil && r.Body != http.NoBody {
@@ -308,7 +310,11 @@ func (s *Server) meterResponse(resp *http.Response) error {
 	}
 	x.dog.reset(s.opts.StallTimeout)
 	if x.model {
-		x.meter = newUsageMeter(resp.Header.Get("Content-Type"), x.e.counters.addUsage)
+		x.trace.answered(resp.StatusCode)
+		x.meter = newUsageMeter(resp.Header.Get("Content-Type"), func(u Usage) {
+			x.e.counters.addUsage(u)
+			x.trace.credited(u)
+		})
 		x.meter.memory = x.memory
 	}
 	resp.Body = &meteredBody{ReadCloser: resp.Body, x: x}
@@ -359,6 +365,7 @@ func (x *exchange) finish() {
 			log.Info("a model call ended before its response did", "instance", x.e.name, "why", why)
 		}
 		x.e.counters.modelEnded(x.s.opts.Clock.Now())
+		x.trace.end(x.complete.Load())
 	})
 }
 

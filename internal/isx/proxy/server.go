@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -90,6 +91,9 @@ type Options struct {
 	// WatchInterval is how often the proxy checks that its control socket
 	// is still its own (a removed directory ends it); default 15 s.
 	WatchInterval time.Duration
+	// Tracer, when set, makes a span of every model call, with its token
+	// counts (tracing.go).
+	Tracer trace.Tracer
 }
 
 // Server is the host proxy.

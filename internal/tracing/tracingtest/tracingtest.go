@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -108,28 +109,42 @@ func (s Span) Tag(key string) any {
 // after a minute.
 func (r Receiver) Trace(t testing.TB, traceID string, want int) []Span {
 	t.Helper()
+	return r.await(t, "trace "+traceID, want, func(ctx context.Context) ([]Span, error) {
+		return r.read(ctx, "/"+traceID)
+	})
+}
+
+// Service reads the spans service sent, of any trace, until at least
+// want of them arrived, or fails the test after a minute.
+func (r Receiver) Service(t testing.TB, service string, want int) []Span {
+	t.Helper()
+	return r.await(t, "service "+service, want, func(ctx context.Context) ([]Span, error) {
+		return r.read(ctx, "?service="+url.QueryEscape(service)+"&limit=1000")
+	})
+}
+
+func (r Receiver) await(t testing.TB, what string, want int, read func(context.Context) ([]Span, error)) []Span {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var spans []Span
-	var err error
 	for {
-		spans, err = r.read(ctx, traceID)
+		spans, err := read(ctx)
 		if err == nil && len(spans) >= want {
 			return spans
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("trace %s: %d spans arrived, want %d (%v)", traceID, len(spans), want, err)
+			t.Fatalf("%s: %d spans arrived, want %d (%v)", what, len(spans), want, err)
 			return nil
 		case <-tick.C:
 		}
 	}
 }
 
-func (r Receiver) read(ctx context.Context, traceID string) ([]Span, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Query+"/api/traces/"+traceID, nil)
+func (r Receiver) read(ctx context.Context, query string) ([]Span, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Query+"/api/traces"+query, nil)
 	if err != nil {
 		return nil, err
 	}
