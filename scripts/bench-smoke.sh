@@ -40,8 +40,9 @@ if ((commands)); then
 	done
 	step "bench/actiond/run.sh (SQLite)"
 	bench/actiond/run.sh -d 1s --warmup 1s -c 4 >/dev/null
-	step "bench/actiond/run.sh (Postgres, two processes)"
-	bench/actiond/run.sh -d 1s --warmup 1s -c 4 --postgres "$postgres" --processes 2 >/dev/null
+	step "bench/actiond/run.sh (Postgres, two processes, and traced)"
+	otlp=$(scripts/jaeger-up.sh | head -1)
+	bench/actiond/run.sh -d 1s --warmup 1s -c 4 --postgres "$postgres" --processes 2 --traced "$otlp" >/dev/null
 	step "bench/proxy"
 	go run ./bench/proxy -n 20 -streams 4 -c 4 -d 1s >/dev/null
 fi

@@ -17,6 +17,7 @@
 #   bench/actiond/run.sh [-c CLIENTS] [-d DURATION] [-r ROUNDS] [--warmup DURATION]
 #                        [--postgres DSN] [--processes 1|2] [--only actiond]
 #                        [--sessions N] [--rss-every DURATION] [--keep DIR]
+#                        [--traced OTLP_URL]
 #
 # -c 16, -d 20s, --warmup 3s and -r 1 by default. With -r N the measurements
 # are made N times (alternating) and every round is printed, so the spread
@@ -28,7 +29,10 @@
 # subjects, so N sessions (1 by default: every client in one session,
 # admitted one after another). --rss-every D prints actiond's resident memory every D
 # through each measurement (the soak's curve). --keep DIR keeps the
-# binaries, logs and profile in DIR.
+# binaries, logs and profile in DIR. --traced OTLP_URL adds, to each round,
+# an actiond of its own (its own database, set up the same way) that
+# exports every span to the OTLP/HTTP receiver at OTLP_URL, measured beside
+# the untraced one: the cost of tracing.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -43,6 +47,7 @@ only=""
 sessions=1
 rss_every=""
 keep=""
+traced=""
 while (($# > 0)); do
 	case "$1" in
 	-c) clients=$2 && shift 2 ;;
@@ -55,6 +60,7 @@ while (($# > 0)); do
 	--sessions) sessions=$2 && shift 2 ;;
 	--rss-every) rss_every=$2 && shift 2 ;;
 	--keep) keep=$2 && shift 2 ;;
+	--traced) traced=$2 && shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' && exit 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2 && exit 2 ;;
 	esac
@@ -79,9 +85,12 @@ if [[ -n $postgres ]]; then
 	sep='?'
 	[[ $postgres == *\?* ]] && sep='&'
 	store=(--postgres "$postgres${sep}search_path=$schema")
+	traced_store=(--postgres "$postgres${sep}search_path=${schema}_traced")
 	psql -q "$postgres" -c "CREATE SCHEMA $schema" >/dev/null
+	[[ -z $traced ]] || psql -q "$postgres" -c "CREATE SCHEMA ${schema}_traced" >/dev/null
 else
 	store=(--data "$work/data-$$")
+	traced_store=(--data "$work/data-traced-$$")
 fi
 
 pids=()
@@ -91,7 +100,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
-	[[ -z $schema ]] || psql -q "$postgres" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
+	[[ -z $schema ]] || psql -q "$postgres" -c "DROP SCHEMA IF EXISTS $schema CASCADE; DROP SCHEMA IF EXISTS ${schema}_traced CASCADE" >/dev/null 2>&1 || true
 	[[ -n $keep ]] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -100,6 +109,14 @@ if [[ -z $only ]]; then
 	"$work/baremcp" -addr "127.0.0.1:$bare_port" -expr 'input.n * 2.0' 2>"$work/baremcp.log" &
 	pids+=($!)
 fi
+# healthy PORT: waits until the actiond on PORT answers.
+healthy() {
+	for _ in $(seq 400); do
+		curl -fsS "http://127.0.0.1:$1/healthcheck" >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+}
+
 # Processes of one database serve one public URL: the first's.
 actiond_pids=()
 for i in $(seq 0 $((processes - 1))); do
@@ -108,38 +125,52 @@ for i in $(seq 0 $((processes - 1))); do
 	"$work/actiond" serve --addr "127.0.0.1:${ports[$i]}" --public-url "$url" "${store[@]}" "${profile[@]}" 2>"$work/actiond-$i.log" &
 	actiond_pids+=($!)
 	pids+=($!)
-	for _ in $(seq 400); do
-		curl -fsS "http://127.0.0.1:${ports[$i]}/healthcheck" >/dev/null 2>&1 && break
-		sleep 0.05
-	done
+	healthy "${ports[$i]}"
 done
+traced_port=""
+if [[ -n $traced ]]; then
+	traced_port=$(free_port)
+	OTEL_EXPORTER_OTLP_ENDPOINT=$traced OTEL_SERVICE_NAME=actiond-bench \
+		"$work/actiond" serve --addr "127.0.0.1:$traced_port" --public-url "http://127.0.0.1:$traced_port" "${traced_store[@]}" 2>"$work/actiond-traced.log" &
+	traced_pid=$!
+	pids+=($!)
+	healthy "$traced_port"
+fi
 
+# graphql URL QUERY runs one GraphQL operation as the local root.
 graphql() {
 	local answer
-	answer=$(curl -fsS -H 'Content-Type: application/json' -d "$(jq -n --arg q "$1" '{query: $q}')" "$url/financial/v1/graphql")
+	answer=$(curl -fsS -H 'Content-Type: application/json' -d "$(jq -n --arg q "$2" '{query: $q}')" "$1/financial/v1/graphql")
 	[[ $(jq '.errors | length' <<<"$answer") == 0 ]] || { echo "run.sh: $answer" >&2 && exit 2; }
 }
-# The same work on both sides, one multiplication: actiond reads n as the
-# integer its schema declares, the bare server as the double JSON gives it.
-graphql 'mutation { actions { createAction(id: "00000000-0000-4000-8000-0000000be001", input: {
+# setup URL STORE...: the same work on both sides, one multiplication:
+# actiond reads n as the integer its schema declares, the bare server as
+# the double JSON gives it. Prints the clients' tokens, comma-separated.
+setup() {
+	local base=$1
+	shift
+	graphql "$base" 'mutation { actions { createAction(id: "00000000-0000-4000-8000-0000000be001", input: {
 	name: "double", description: "Doubles n.", kind: "cel", config: {expression: "event.data.n * 2"},
 	tool: {inputSchema: {type: "object", properties: {n: {type: "integer"}}, required: ["n"]}}}) { version } } }'
-graphql 'mutation { actions { createAction(id: "00000000-0000-4000-8000-0000000be002", input: {
+	graphql "$base" 'mutation { actions { createAction(id: "00000000-0000-4000-8000-0000000be002", input: {
 	name: "bench", description: "Benchmark server.", kind: "mcp", config: {},
 	mcp: {name: "bench", mode: LIVE, session: {start: {input: {principal: "execution.input.principal", subject: "execution.input.subject"}}}},
 	session: {inputSchema: {type: "object", properties: {principal: {type: "string"}, subject: {type: "string"}}, required: ["principal", "subject"]},
 		id: "string(size(session.input.principal)) + \":\" + session.input.principal + \":\" + session.input.subject"},
 	tools: [{name: "double"}], policies: [{effect: ALLOW, actions: ["*"], resources: ["*"]}]}) { version } } }'
-tokens=()
-for i in $(seq "$sessions"); do
-	subject=bench
-	((i == 1)) || subject=bench-$i
-	tokens+=("$("$work/actiond" token --principal local --subject "$subject" "${store[@]}")")
-done
-token=$(
-	IFS=,
-	echo "${tokens[*]}"
-)
+	local tokens=() subject
+	for i in $(seq "$sessions"); do
+		subject=bench
+		((i == 1)) || subject=bench-$i
+		tokens+=("$("$work/actiond" token --principal local --subject "$subject" "$@")")
+	done
+	(
+		IFS=,
+		echo "${tokens[*]}"
+	)
+}
+token=$(setup "$url" "${store[@]}")
+[[ -z $traced ]] || traced_token=$(setup "http://127.0.0.1:$traced_port" "${traced_store[@]}")
 
 # sample PID FILE: actiond's resident memory in MB, once a second, into FILE
 # as "seconds MB" lines, until killed.
@@ -159,7 +190,11 @@ measure() {
 	local label=$1 urls=$2
 	local auth=() samples="$work/rss-$label-$RANDOM" sampler=""
 	: >"$samples"
-	if [[ $label != bare ]]; then
+	if [[ $label == traced ]]; then
+		auth=(-token "$traced_token")
+		sample "$traced_pid" "$samples" &
+		sampler=$!
+	elif [[ $label != bare ]]; then
 		auth=(-token "$token")
 		sample "${actiond_pids[0]}" "$samples" &
 		sampler=$!
@@ -193,6 +228,7 @@ for round in $(seq "$rounds"); do
 	[[ -n $only ]] || line+=" $(measure bare "http://127.0.0.1:$bare_port/mcp")"
 	line+=" $(measure actiond "$(endpoint "${ports[0]}")")"
 	((processes == 1)) || line+=" $(measure actiond-x2 "$(endpoint "${ports[0]}"),$(endpoint "${ports[1]}")")"
+	[[ -z $traced ]] || line+=" $(measure traced "$(endpoint "$traced_port")")"
 	results+=("$line $(cut -d' ' -f1 /proc/loadavg)")
 done
 
@@ -207,6 +243,7 @@ echo "clients $clients, sessions $sessions, $duration per measurement, $(nproc) 
 printf '%-6s %-11s %10s %8s %8s %8s %8s\n' round server 'req/s' 'p50 ms' 'p99 ms' errors 'RSS MB'
 ratios=()
 doubled=()
+costs=()
 for line in "${results[@]}"; do
 	read -r -a fields <<<"$line"
 	round=${fields[0]}
@@ -224,6 +261,14 @@ for line in "${results[@]}"; do
 		ratios+=("$ratio")
 		summary+=" actiond/bare = $ratio (p99 $p99 of bare's)"
 	fi
+	untraced=${measured[-1]}
+	if [[ -n $traced ]]; then
+		untraced=${measured[-2]}
+		cost=$(jq -rn --argjson u "$untraced" --argjson t "${measured[-1]}" '((1 - $t.rps / $u.rps) * 1000 | floor) / 10')
+		costs+=("$cost")
+		summary+=" tracing costs $cost% of req/s"
+		measured=("${measured[@]:0:${#measured[@]}-1}")
+	fi
 	if ((processes == 2)); then
 		one=${measured[-2]} two=${measured[-1]}
 		x2=$(jq -rn --argjson b "$one" --argjson a "$two" '($a.rps / $b.rps * 100 | floor) / 100')
@@ -235,6 +280,7 @@ done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ((${#ratios[@]} == 0)) || echo "actiond/bare ratios: ${ratios[*]}; median $(median "${ratios[@]}")"
 ((${#doubled[@]} == 0)) || echo "two processes/one ratios: ${doubled[*]}; median $(median "${doubled[@]}")"
+((${#costs[@]} == 0)) || echo "cost of tracing, % of req/s: ${costs[*]}; median $(median "${costs[@]}")"
 echo
 echo "actiond CPU profile ($work/actiond.pprof), top by cumulative time:"
 (cd "$root" && go tool pprof -top -cum -nodecount=45 "$work/actiond" "$work/actiond.pprof" 2>/dev/null | sed -n '1,55p')
