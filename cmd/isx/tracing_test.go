@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +18,7 @@ func TestMCPToolCallSpans(t *testing.T) {
 	jaeger := tracingtest.Jaeger(t)
 	c := incustest.Project(t)
 	x := newCLI(t, c)
-	b := make([]byte, 24)
-	rand.Read(b)
-	traceID, parent := hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
+	traceID, parent := tracingtest.NewIDs()
 	requests := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -48,11 +44,11 @@ func TestMCPToolCallSpans(t *testing.T) {
 		}
 	}
 	listed, ok := byName["tools/call list_templates"]
-	if !ok || listed.Tag("gen_ai.tool.name") != "list_templates" || listed.Tag("isx.refusal.code") != nil {
+	if !ok || listed.Tag("gen_ai.tool.name") != "list_templates" || listed.Tag("error.type") != nil {
 		t.Errorf("list_templates' span: %+v (found %v)", listed, ok)
 	}
 	refused, ok := byName["tools/call stop_instance"]
-	if !ok || refused.Tag("isx.refusal.code") == nil || refused.Tag("isx.instance") != "mcp-nobody-here" {
+	if !ok || refused.Tag("error.type") == nil || refused.Tag("isx.instance") != "mcp-nobody-here" {
 		t.Errorf("stop_instance's refusal: span %+v (found %v); isx mcp answered:\n%s", refused, ok, stdout.String())
 	}
 }

@@ -198,11 +198,6 @@ func Continue(ctx context.Context, header http.Header) context.Context {
 	return Propagator.Extract(ctx, propagation.HeaderCarrier(header))
 }
 
-// Inject writes ctx's trace into an outgoing request's header.
-func Inject(ctx context.Context, header http.Header) {
-	Propagator.Inject(ctx, propagation.HeaderCarrier(header))
-}
-
 // Shutdown is p.Shutdown, reported as a sentence when spans were lost.
 func Shutdown(ctx context.Context, p *Provider) error {
 	if err := p.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {

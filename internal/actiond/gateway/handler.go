@@ -160,14 +160,14 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meterRequest(w, "", req.Method)
-	trace, r := h.startTrace(r, req)
-	defer trace.end()
+	span, r := h.startTrace(r, req)
+	defer span.end()
 	who, ok := h.authenticate(w, r, account, name, req)
 	if !ok {
-		trace.failed(errUnauthorized)
+		span.failed(errUnauthorized)
 		return
 	}
-	ex := &exchange{h: h, account: account, who: who, req: req, body: body, started: h.opts.Clock.Now(), trace: trace}
+	ex := &exchange{h: h, account: account, who: who, req: req, body: body, started: h.opts.Clock.Now(), trace: span}
 	ex.setInput()
 	if !contains(who.Accounts, account) {
 		newError(codeInvalidParams, errServerNotFound, http.StatusNotFound, map[string]any{"name": name}).write(w, idOf(req))

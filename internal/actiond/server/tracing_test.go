@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"slices"
 	"testing"
@@ -20,7 +18,8 @@ import (
 // real Jaeger, which received them over OTLP/HTTP.
 func TestATraceOfARequestAndItsCalls(t *testing.T) {
 	jaeger := tracingtest.Jaeger(t)
-	service := "actiond-test-" + hexOf(4)
+	serviceID, _ := tracingtest.NewIDs()
+	service := "actiond-test-" + serviceID[:8]
 	env := at.New(t, store.SQLite, at.Options{Env: map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.OTLP, "OTEL_SERVICE_NAME": service, "OTEL_BSP_SCHEDULE_DELAY": "50",
 	}})
@@ -30,7 +29,7 @@ func TestATraceOfARequestAndItsCalls(t *testing.T) {
 	source := "def run(event):\n    return tools.double({\"n\": 1}) + tools.double({\"n\": 2})\n"
 	body, header := at.Request{Method: "tools/call", Params: map[string]any{"name": "program",
 		"arguments": map[string]any{"source": source, "commit": true, "intent": "Trace it."}}}.Body()
-	traceID, clientSpan := hexOf(16), hexOf(8)
+	traceID, clientSpan := tracingtest.NewIDs()
 	header.Set("traceparent", "00-"+traceID+"-"+clientSpan+"-01")
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -107,12 +106,6 @@ func names(spans []tracingtest.Span) []string {
 		out = append(out, s.OperationName)
 	}
 	return out
-}
-
-func hexOf(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // What tracing costs a recorded tools/call: the same call on a server that

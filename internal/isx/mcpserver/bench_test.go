@@ -14,6 +14,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build/buildtest"
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
+	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/testkit"
 )
 
@@ -94,7 +95,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		for range b.N {
 			began := time.Now()
 			_, err := e.client.Exec(context.Background(), made.Instance, incus.ExecRequest{
-				Command: []string{"/bin/sh", "-c", "true"}, Env: agentEnv(nil), Cwd: agentHome, UID: agentUID, GID: agentGID,
+				Command: []string{"/bin/sh", "-c", "true"}, Env: agentEnv(nil), Cwd: task.AgentHome, UID: task.AgentUID, GID: task.AgentGID,
 			})
 			times = append(times, time.Since(began))
 			if err != nil {

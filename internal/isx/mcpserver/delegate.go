@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -342,7 +341,7 @@ git rev-parse --verify -q HEAD 2>/dev/null || echo -`
 func (s *Server) baseCommit(ctx context.Context, name, cwd string) (string, error) {
 	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
 		Command: []string{"sh", "-c", baseCommitScript, "isx-base", cwd},
-		Env:     agentEnv(nil), UID: agentUID, GID: agentGID, Cwd: agentHome, Timeout: 30 * time.Second,
+		Env:     agentEnv(nil), UID: task.AgentUID, GID: task.AgentGID, Cwd: task.AgentHome, Timeout: 30 * time.Second,
 	})
 	if err != nil {
 		return "", execRefusal(name, err)
@@ -394,7 +393,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 	if err != nil {
 		return DelegateResult{}, "", err
 	}
-	info, rec := d.run.Status, d.record
+	info, rec := d.Run.Status, d.Record
 	switch info.State {
 	case task.StateLost:
 		return DelegateResult{}, "", refusef(CodeNotFound, "instance %s has no record of task %s (it is lost)", name, id).On(aboutInstance, name).On(aboutTask, id)
@@ -410,7 +409,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 	if err != nil {
 		return DelegateResult{}, "", refusef(CodeInternal, "task %s records an agent isx does not know: %v", id, err).On(aboutInstance, name).On(aboutTask, id)
 	}
-	if d.session == "" {
+	if d.Session == "" {
 		return DelegateResult{}, "", refusef(CodeWrongState, "%s has not saved a session for task %s yet, so there is no conversation to continue; delegate the follow-up as a new task", adapter.Name(), id).On(aboutInstance, name).On(aboutTask, id)
 	}
 	permission, refusal := agentPermission(c.policy, v.Stamps.Template, adapter.Name())
@@ -434,8 +433,8 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 		return DelegateResult{}, "", err
 	}
 	defer release()
-	launch := delegate.Launch{Prompt: args.Message, Model: model, Session: d.session, Resume: true, Permission: permission}
-	next, err := task.NewStarter(s.opts.Clock, s.opts.Random).NextRun(ctx, s.opts.Client, name, id, d.run.Status.Record.Cwd, delegate.Command(adapter, launch))
+	launch := delegate.Launch{Prompt: args.Message, Model: model, Session: d.Session, Resume: true, Permission: permission}
+	next, err := task.NewStarter(s.opts.Clock, s.opts.Random).NextRun(ctx, s.opts.Client, name, id, d.Run.Status.Record.Cwd, delegate.Command(adapter, launch))
 	if err != nil {
 		if coded.CodeOf(err) == task.CodeInternal {
 			r := refusalOf(err)
@@ -448,74 +447,17 @@ func (s *Server) sendMessage(ctx context.Context, c *call, args SendMessageArgs)
 	s.observe(name, *next)
 	out := DelegateResult{
 		Instance: name, TaskID: id, Kind: KindDelegate, Agent: adapter.Name(), Model: model, Run: next.Run,
-		State: TaskState(next.State), SessionID: d.session, JoinCommand: task.JoinCommand(id, name),
+		State: TaskState(next.State), SessionID: d.Session, JoinCommand: task.JoinCommand(id, name),
 	}
-	return out, fmt.Sprintf("Sent the message to %s; it resumes session %s as run %d of task %s in %s.", adapter.Name(), d.session, next.Run, id, name), nil
+	return out, fmt.Sprintf("Sent the message to %s; it resumes session %s as run %d of task %s in %s.", adapter.Name(), d.Session, next.Run, id, name), nil
 }
 
-// delegateRead is a delegate task as read from its instance, with what
-// its latest run's event stream says.
-type delegateRead struct {
-	run     *task.DelegateRun
-	record  *task.Delegate
-	adapter delegate.Adapter
-	report  delegate.Report
-	session string
-}
-
-// readDelegate reads a delegate task and its latest run's stream (head and
-// tail bytes), and records a session the stream names for the first time,
-// so that a follow-up resumes exactly it.
-func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail int64) (*delegateRead, error) {
-	run, err := task.ReadDelegate(ctx, s.opts.Client, name, id, head, tail)
-	if err != nil {
-		return nil, err
+// readDelegate is delegate.ReadTask, telling the user when a session
+// could not be recorded.
+func (s *Server) readDelegate(ctx context.Context, name, id string, head, tail int64) (*delegate.Read, error) {
+	d, err := delegate.ReadTask(ctx, s.opts.Client, name, id, head, tail)
+	if err == nil && d.Unrecorded != nil {
+		s.warnf("recording the session of task %s: %v", id, d.Unrecorded)
 	}
-	d := &delegateRead{run: run, session: run.Session}
-	rec := run.Status.Record
-	if rec == nil || rec.Kind != task.KindDelegate || rec.Delegate == nil {
-		return d, nil
-	}
-	d.record = rec.Delegate
-	adapter, err := delegate.Of(rec.Delegate.Agent)
-	if err != nil {
-		return d, nil
-	}
-	d.adapter = adapter
-	d.report = adapter.Parse(run.Stream())
-	if saver, ok := adapter.(delegate.Saver); ok {
-		// ISX-108..110: Pi's session counts once Pi saved it, and no
-		// longer once it is gone.
-		session := d.session
-		if session == "" && run.Status.Run == 1 {
-			session = d.report.SessionID
-		}
-		if !task.ValidSession(session) || !s.sessionSaved(ctx, name, saver.SessionFiles(session)) {
-			d.session = ""
-			return d, nil
-		}
-	}
-	if d.session == "" && task.ValidSession(d.report.SessionID) && run.Status.Run == 1 {
-		if err := task.SetSession(ctx, s.opts.Client, name, id, d.report.SessionID); err != nil && !errors.Is(err, context.Canceled) {
-			s.warnf("recording the session of task %s: %v", id, err)
-		} else {
-			d.session = d.report.SessionID
-		}
-	}
-	return d, nil
-}
-
-// sessionSavedScript succeeds when a file matches the pattern.
-const sessionSavedScript = `set +f
-for f in $1; do [ -e "$f" ] && exit 0; done
-exit 1`
-
-// sessionSaved reports whether the agent saved the session in the
-// instance (a file matches pattern).
-func (s *Server) sessionSaved(ctx context.Context, name, pattern string) bool {
-	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
-		Command: []string{"sh", "-c", sessionSavedScript, "isx-saved", pattern},
-		UID:     agentUID, GID: agentGID, Cwd: agentHome, Timeout: 30 * time.Second,
-	})
-	return err == nil && res.ExitCode == 0
+	return d, err
 }

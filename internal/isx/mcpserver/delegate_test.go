@@ -13,6 +13,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/delegate/delegatetest"
 	"github.com/incusspawn/isx/internal/isx/proxy"
 	"github.com/incusspawn/isx/internal/isx/task"
+	"github.com/incusspawn/isx/internal/tracing/tracingtest"
 )
 
 // agentsTemplate installs Claude Code and Codex (testdata/templates).
@@ -110,7 +111,10 @@ func TestDelegateFlowISX066(t *testing.T) {
 	// no tool reads or writes; the results come back as text.
 	checkout := hostCheckout(t)
 	watch := watchTree(t, checkout)
-	s := w.start(sessionOptions{notify: true, dir: checkout})
+	jaeger := tracingtest.Jaeger(t)
+	service := fmt.Sprintf("isx-mcp-delegate-%d", time.Now().UnixNano())
+	s := w.start(sessionOptions{notify: true, dir: checkout,
+		env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + jaeger.OTLP, "OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=50"}})
 	defer func() {
 		if seen := watch.events(t); len(seen) > 0 {
 			t.Errorf("the tools touched the host checkout: %v", seen)
@@ -151,6 +155,35 @@ func TestDelegateFlowISX066(t *testing.T) {
 		t.Run(agent, func(t *testing.T) {
 			w.flow(t, s, agent)
 		})
+	}
+	checkTaskSpans(t, jaeger, service)
+}
+
+// checkTaskSpans checks the spans of the flows' tasks (issue 25): each run
+// of each task is a span beneath the tool call that started it (delegate,
+// then send_message), from its start to the end the session saw, which
+// says how it ended.
+func checkTaskSpans(t *testing.T, jaeger tracingtest.Receiver, service string) {
+	starters := map[string]string{}
+	for tool, calls := range map[string]int{"delegate": 4, "send_message": 2} {
+		for _, span := range jaeger.Operation(t, service, "tools/call "+tool, calls) {
+			starters[span.SpanID] = tool
+		}
+	}
+	runs := map[string]int{}
+	for _, span := range jaeger.Operation(t, service, "task delegate", 4) {
+		run, _ := span.Tag("isx.task.run").(float64)
+		want := map[float64]string{1: "delegate", 2: "send_message"}[run]
+		if starters[span.Parent()] != want || want == "" {
+			t.Errorf("run %v of task %v: parent %s is a %q call, want %q", run, span.Tag("isx.task_id"), span.Parent(), starters[span.Parent()], want)
+		}
+		if span.Tag("isx.task.state") != "finished" || span.Tag("isx.task.exit_code") != float64(0) || span.Tag("isx.instance") == nil {
+			t.Errorf("task span %s: %+v", span.OperationName, span.Tags)
+		}
+		runs[fmt.Sprint(span.Tag("isx.task_id"))]++
+	}
+	if len(runs) != 2 {
+		t.Errorf("task spans of %d tasks (%v), want the two flows'", len(runs), runs)
 	}
 }
 

@@ -130,7 +130,7 @@ func (s *Server) getDiff(ctx context.Context, c *call, args GetDiffArgs) (GetDif
 	}
 	res, err := s.opts.Client.Exec(ctx, name, incus.ExecRequest{
 		Command: []string{"sh", "-c", diffScript, "isx-diff", rec.Cwd, rec.Delegate.BaseCommit, mode, strconv.Itoa(maxBytes), args.Path},
-		Env:     agentEnv(nil), UID: agentUID, GID: agentGID, Cwd: agentHome,
+		Env:     agentEnv(nil), UID: task.AgentUID, GID: task.AgentGID, Cwd: task.AgentHome,
 		Timeout: 2 * time.Minute, MaxOutputBytes: int64(maxBytes) + 4<<20,
 	})
 	if err != nil {

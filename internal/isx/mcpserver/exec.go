@@ -15,13 +15,6 @@ import (
 	"github.com/incusspawn/isx/internal/mcpkit"
 )
 
-// Commands run as the agent user in its home, as isx shell does.
-const (
-	agentUID  = 1000
-	agentGID  = 1000
-	agentHome = "/home/agent"
-)
-
 // ExecArgs are exec's arguments.
 type ExecArgs struct {
 	Instance       InstanceName      `json:"instance" jsonschema:"an MCP instance this session holds, running"`
@@ -167,8 +160,8 @@ func (s *Server) exec(ctx context.Context, c *call, args ExecArgs) (ExecResult, 
 		Command:        []string{"/bin/sh", "-c", args.Command},
 		Env:            agentEnv(args.Env),
 		Cwd:            orHome(args.Cwd),
-		UID:            agentUID,
-		GID:            agentGID,
+		UID:            task.AgentUID,
+		GID:            task.AgentGID,
 		Stdin:          []byte(args.Stdin),
 		Timeout:        time.Duration(timeout) * time.Second,
 		MaxOutputBytes: int64(limit),
@@ -206,7 +199,7 @@ func execRefusal(instance string, err error) error {
 }
 
 func agentEnv(extra map[string]string) map[string]string {
-	env := map[string]string{"HOME": agentHome, "USER": "agent", "LOGNAME": "agent"}
+	env := map[string]string{"HOME": task.AgentHome, "USER": "agent", "LOGNAME": "agent"}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -215,7 +208,7 @@ func agentEnv(extra map[string]string) map[string]string {
 
 func orHome(cwd string) string {
 	if cwd == "" {
-		return agentHome
+		return task.AgentHome
 	}
 	return cwd
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/incusspawn/isx/internal/isx/task"
-	"go.opentelemetry.io/otel/trace"
 	"io"
 	"maps"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/incusspawn/isx/internal/clock"
 	"github.com/incusspawn/isx/internal/coded"
@@ -27,9 +27,11 @@ import (
 	"github.com/incusspawn/isx/internal/isx/deadline"
 	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
+	"github.com/incusspawn/isx/internal/isx/task"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/isx/warm"
 	"github.com/incusspawn/isx/internal/mcpkit"
+	"github.com/incusspawn/isx/internal/tracing"
 )
 
 // Name is serverInfo.name.
@@ -99,7 +101,8 @@ type Options struct {
 	// HTTPLimits are how long the host proxy's connection to ServeHTTP
 	// may stand still (deadline.Defaults).
 	HTTPLimits deadline.Limits
-	// Tracer, when set, makes a span of every tool call (tracing.go).
+	// Tracer, when set, makes a span of every tool call and of every
+	// task from its start until this session sees it end.
 	Tracer trace.Tracer
 }
 
@@ -112,7 +115,10 @@ type Server struct {
 	hold *holding.Holder
 	pool *warm.Pool // nil without Options.Warm
 	seen *holding.LastSeen
-	keys holding.KeyLocks
+	// taskSpans are the spans of the tasks this session started, until
+	// it sees them end.
+	taskSpans tracing.Open
+	keys      holding.KeyLocks
 
 	notes     sync.Once
 	work      sync.WaitGroup // background work that must end before exit
@@ -221,6 +227,7 @@ func (s *Server) Close() {
 			}
 		}
 		s.work.Wait()
+		s.taskSpans.EndAll(attribute.Bool("isx.task.end_unseen", true))
 	})
 }
 
@@ -365,32 +372,46 @@ func notAnObject() error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: mcpkit.ErrNotObject.Error()}
 }
 
-// handle runs one call. Arguments are decoded first, but a refusal of the
-// call as a whole (no audit log, an unusable mcp.yaml) wins over one of
-// its arguments.
-func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (result *mcp.CallToolResult, err error) {
-	ctx, span := s.startSpan(ctx, def.listing.Name, req)
-	defer func() { endSpan(span, result) }()
-	args, decodeErr := def.decode(req.Params.Arguments)
-	if errors.Is(decodeErr, mcpkit.ErrNotObject) {
-		return nil, notAnObject()
+// handle runs one call in its span.
+func (s *Server) handle(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	call := tracing.ToolCall{Tool: def.listing.Name, Meta: req.Params.Meta, Untrusted: s.opts.Coordinator,
+		Attributes: []attribute.KeyValue{attribute.String("isx.session", s.opts.Session)}}
+	if req.Session != nil {
+		call.Attributes = append(call.Attributes, attribute.String("mcp.session.id", req.Session.ID()))
 	}
-	c, refusal := s.begin(req.Session)
+	ctx, span := tracing.StartToolCall(ctx, s.opts.Tracer, call)
+	result, refusal, err := s.run(ctx, def, req)
+	tracing.End(span, time.Time{}, refusal, "isx.")
 	if refusal != nil {
 		return refusalResult(refusal), nil
 	}
+	return result, err
+}
+
+// run runs one call. Arguments are decoded first, but a refusal of the
+// call as a whole (no audit log, an unusable mcp.yaml) wins over one of
+// its arguments.
+func (s *Server) run(ctx context.Context, def *toolDef, req *mcp.CallToolRequest) (*mcp.CallToolResult, *coded.Error, error) {
+	args, decodeErr := def.decode(req.Params.Arguments)
+	if errors.Is(decodeErr, mcpkit.ErrNotObject) {
+		return nil, nil, notAnObject()
+	}
+	c, refusal := s.begin(req.Session)
+	if refusal != nil {
+		return nil, refusal, nil
+	}
 	if decodeErr != nil {
-		return refusalResult(invalidArguments(decodeErr)), nil
+		return nil, invalidArguments(decodeErr), nil
 	}
 	out, text, err := def.run(ctx, c, args)
 	s.kickPool()
 	if err != nil {
-		return refusalResult(refusalOf(err)), nil
+		return nil, refusalOf(err), nil
 	}
 	for _, note := range c.notes {
 		text += "\n\nNote for the user: " + note
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil, nil
 }
 
 // begin checks what every call depends on: the audit log can be written,

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/incusspawn/isx/internal/coded"
 	"github.com/incusspawn/isx/internal/isx/holding"
 	"github.com/incusspawn/isx/internal/isx/incus"
@@ -27,6 +29,8 @@ func (s *Server) observe(instance string, info task.Info) InstanceTask {
 	}
 	if before == task.StateRunning && seen.State != task.StateRunning {
 		s.noLongerRunning(context.Background(), instance, info.ID)
+		s.taskSpans.End(taskSpanKey(info), info.Finished, nil,
+			attribute.String("isx.task.state", string(info.State)), attribute.Int("isx.task.exit_code", info.ExitCode))
 	}
 	return view
 }
@@ -49,10 +53,19 @@ func (s *Server) markRunning(ctx context.Context, name string, info task.Info) {
 	if info.State != task.StateRunning {
 		return
 	}
+	kind := task.KindCommand
+	if info.Record != nil {
+		kind = info.Record.Kind
+	}
+	s.taskSpans.Begin(ctx, s.opts.Tracer, taskSpanKey(info), "task "+string(kind), attribute.String("isx.instance", name),
+		attribute.String("isx.task_id", info.ID), attribute.Int("isx.task.run", info.Run), attribute.String("isx.session", s.opts.Session))
 	if err := s.hold.MarkRunning(ctx, name, info.ID); err != nil {
 		s.warnf("recording running task %s of %s: %v", info.ID, name, err)
 	}
 }
+
+// taskSpanKey names a task's run among the open spans.
+func taskSpanKey(info task.Info) string { return fmt.Sprintf("%s/%d", info.ID, info.Run) }
 
 func instanceTask(t holding.Seen) InstanceTask {
 	return InstanceTask{TaskID: t.TaskID, Kind: TaskKind(t.Kind), Run: t.Run, State: TaskState(t.State), ExitCode: t.ExitCode}
@@ -147,7 +160,7 @@ func (s *Server) taskStatus(ctx context.Context, _ *call, args TaskStatusArgs) (
 	if rec := info.Record; rec != nil && rec.Kind == task.KindDelegate && rec.Delegate != nil {
 		out.Agent, out.Model = rec.Delegate.Agent, rec.Delegate.Model
 		if d, err := s.readDelegate(ctx, name, id, 64<<10, 0); err == nil {
-			out.SessionID = d.session
+			out.SessionID = d.Session
 		}
 	}
 	return out, statusText(out), nil
@@ -434,8 +447,8 @@ func (s *Server) delegateResult(ctx context.Context, c *call, v holding.View, ar
 	if err != nil {
 		return TaskResultResult{}, "", true, err
 	}
-	info := d.run.Status
-	if d.record == nil {
+	info := d.Run.Status
+	if d.Record == nil {
 		return TaskResultResult{}, "", false, nil
 	}
 	switch info.State {
@@ -447,13 +460,13 @@ func (s *Server) delegateResult(ctx context.Context, c *call, v holding.View, ar
 		return TaskResultResult{}, "", true, refusef(CodeWrongState, "task %s is still running: wait for it (task_status with wait_seconds) or cancel it first", id).On(aboutInstance, name).On(aboutTask, id)
 	}
 	view := s.observe(name, info)
-	r := d.report
-	stderr := strings.ToValidUTF8(string(tailOf(d.run.StderrTail, maxBytes)), "\uFFFD")
+	r := d.Report
+	stderr := strings.ToValidUTF8(string(tailOf(d.Run.StderrTail, maxBytes)), "\uFFFD")
 	out := TaskResultResult{
 		Instance: name, TaskID: id, Kind: KindDelegate, Run: view.Run, State: view.State, ExitCode: info.ExitCode,
 		Stdout: "", Stderr: stderr, StdoutBytes: info.StdoutBytes, StderrBytes: info.StderrBytes,
 		Truncated: info.StderrBytes > int64(len(stderr)),
-		Agent:     d.record.Agent, Model: d.record.Model, SessionID: d.session,
+		Agent:     d.Record.Agent, Model: d.Record.Model, SessionID: d.Session,
 		AgentFailed: r.Failed, AgentError: task.Clip(r.Error, 2000), Turns: r.Turns, CostUSD: r.Cost, Events: r.Events,
 	}
 	report := strings.ToValidUTF8(task.Clip(r.Text, maxBytes), "\uFFFD")

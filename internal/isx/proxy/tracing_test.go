@@ -2,8 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,7 +19,7 @@ import (
 // real Jaeger. The instance's own traceparent starts nothing of its.
 func TestModelCallSpans(t *testing.T) {
 	jaeger := tracingtest.Jaeger(t)
-	service := "isx-proxy-test-" + randomHexOf(4)
+	service := "isx-proxy-test-" + randomHex(t, 4)
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.OTLP, "OTEL_SERVICE_NAME": service, "OTEL_BSP_SCHEDULE_DELAY": "50"}
 	provider, err := tracing.FromEnv(context.Background(), func(key string) string { return env[key] }, "isx-proxy", "test")
 	if err != nil {
@@ -37,7 +35,7 @@ func TestModelCallSpans(t *testing.T) {
 	opts.Tracer = provider.Tracer()
 	w.start(opts)
 	w.branch("traced", busyboxAccounts, instance.NetworkProxyOnly)
-	instanceTrace := randomHexOf(16)
+	instanceTrace, instanceSpan := tracingtest.NewIDs()
 	for _, body := range []string{
 		`{"model":"claude-test","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
@@ -48,7 +46,7 @@ func TestModelCallSpans(t *testing.T) {
 		}
 		req.Header.Set("X-Api-Key", w.secret("traced"))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Traceparent", "00-"+instanceTrace+"-"+randomHexOf(8)+"-01")
+		req.Header.Set("Traceparent", "00-"+instanceTrace+"-"+instanceSpan+"-01")
 		resp, err := w.hostClient("traced").Do(req)
 		if status, text := answer(t, resp, err); status != http.StatusOK {
 			t.Fatalf("model call: %d %s", status, text)
@@ -74,10 +72,4 @@ func TestModelCallSpans(t *testing.T) {
 			}
 		}
 	}
-}
-
-func randomHexOf(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

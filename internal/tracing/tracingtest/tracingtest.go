@@ -4,6 +4,8 @@
 package tracingtest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +126,17 @@ func (r Receiver) Service(t testing.TB, service string, want int) []Span {
 	})
 }
 
+// Operation reads the spans named operation that service sent, until at
+// least want of them arrived, or fails the test after a minute.
+func (r Receiver) Operation(t testing.TB, service, operation string, want int) []Span {
+	t.Helper()
+	return r.await(t, "service "+service+" operation "+operation, want, func(ctx context.Context) ([]Span, error) {
+		spans, err := r.read(ctx, "?service="+url.QueryEscape(service)+"&operation="+url.QueryEscape(operation)+"&limit=1000")
+		// A trace holds the operation's spans and their relatives.
+		return slices.DeleteFunc(spans, func(s Span) bool { return s.OperationName != operation }), err
+	})
+}
+
 func (r Receiver) await(t testing.TB, what string, want int, read func(context.Context) ([]Span, error)) []Span {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -182,4 +196,12 @@ func (r Receiver) read(ctx context.Context, query string) ([]Span, error) {
 		}
 	}
 	return out, nil
+}
+
+// NewIDs are a random trace id and span id in hex, as a traceparent
+// spells them: a test's own trace, which no other test's spans join.
+func NewIDs() (traceID, spanID string) {
+	b := make([]byte, 24)
+	rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
 }
