@@ -4,9 +4,9 @@
 package tracingtest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
