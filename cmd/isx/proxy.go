@@ -17,6 +17,7 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/proxy"
+	"github.com/incusspawn/isx/internal/isx/tui"
 	"github.com/incusspawn/isx/internal/isx/template"
 	"github.com/incusspawn/isx/internal/tracing"
 )
@@ -321,14 +322,16 @@ func writeActivity(out io.Writer, report proxy.Report) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// Every column says its unit: tokens, model calls, requests; IDLE is
 	// a duration and SENT and RECEIVED are bytes, whose cells say so.
-	fmt.Fprintln(w, "INSTANCE\tCOUNTING SINCE\tTOKENS IN\tTOKENS OUT\tCACHE READ TOKENS\tCACHE WRITE TOKENS\tMODEL CALLS\tCALLS IN FLIGHT\tIDLE\tREQUESTS\tREQUESTS OPEN\tSENT\tRECEIVED")
+	// TOKENS PER MINUTE draws the last 15 minutes' spend, the newest
+	// right.
+	fmt.Fprintln(w, "INSTANCE\tCOUNTING SINCE\tTOKENS IN\tTOKENS OUT\tCACHE READ TOKENS\tCACHE WRITE TOKENS\tTOKENS PER MINUTE\tMODEL CALLS\tCALLS IN FLIGHT\tIDLE\tREQUESTS\tREQUESTS OPEN\tSENT\tRECEIVED")
 	for _, act := range report.Instances {
 		idle := "-"
 		if act.IdleSeconds != nil {
 			idle = (time.Duration(*act.IdleSeconds) * time.Second).String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", act.Instance, act.CountingSince,
-			act.InputTokens, act.OutputTokens, act.CacheReadInputTokens, act.CacheCreationInputTokens,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", act.Instance, act.CountingSince,
+			act.InputTokens, act.OutputTokens, act.CacheReadInputTokens, act.CacheCreationInputTokens, tui.Sparkline(act.TokensPerMinute),
 			act.Requests, act.RequestsInFlight, idle, act.TrafficRequests, act.TrafficInFlight,
 			bytesText(act.TrafficBytesSent), bytesText(act.TrafficBytesReceived))
 	}

@@ -171,14 +171,18 @@ func TestProxyCommandsISX186(t *testing.T) {
 	}
 	out := w.ok("proxy", "activity").stdout
 	header, rows := table(out, "INSTANCE")
-	if len(header) < 10 || len(rows) != 1 || rows[0][0] != "p1" || rows[0][2] != fmt.Sprint(sum.Input) || rows[0][6] != "2" {
+	if len(header) < 10 || len(rows) != 1 || rows[0][0] != "p1" || rows[0][2] != fmt.Sprint(sum.Input) || rows[0][7] != "2" {
 		t.Errorf("the activity table:\n%s", out)
 	}
 	// Each column says what it counts in: tokens, model calls, requests,
 	// a duration, bytes.
-	if want := []string{"INSTANCE", "COUNTING SINCE", "TOKENS IN", "TOKENS OUT", "CACHE READ TOKENS", "CACHE WRITE TOKENS", "MODEL CALLS", "CALLS IN FLIGHT", "IDLE", "REQUESTS", "REQUESTS OPEN", "SENT", "RECEIVED"}; !slices.Equal(header, want) {
+	if want := []string{"INSTANCE", "COUNTING SINCE", "TOKENS IN", "TOKENS OUT", "CACHE READ TOKENS", "CACHE WRITE TOKENS", "TOKENS PER MINUTE", "MODEL CALLS", "CALLS IN FLIGHT", "IDLE", "REQUESTS", "REQUESTS OPEN", "SENT", "RECEIVED"}; !slices.Equal(header, want) {
 		t.Errorf("the activity table's header is %q, want %q", header, want)
-	} else if idle, sent := rows[0][8], rows[0][11]; !regexp.MustCompile(`^\d+(ms|s|m\d+s)$|^-$`).MatchString(idle) || !strings.HasSuffix(sent, "B") {
+	} else if spend := rows[0][6]; !regexp.MustCompile(`^[▁▂▃▄▅▆▇█]{15}$`).MatchString(spend) || !strings.Contains(spend, "█") {
+		// Issue 25: the last 15 minutes' spend, the two calls' minute
+		// the highest.
+		t.Errorf("the activity table's sparkline %q is not 15 minutes with the calls' minute full", spend)
+	} else if idle, sent := rows[0][9], rows[0][12]; !regexp.MustCompile(`^\d+(ms|s|m\d+s)$|^-$`).MatchString(idle) || !strings.HasSuffix(sent, "B") {
 		t.Errorf("the activity table's IDLE %q and SENT %q lack their units", idle, sent)
 	}
 

@@ -292,6 +292,7 @@ func tuiActivity(a proxy.Activity) tui.Activity {
 		InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
 		CacheReadInputTokens: a.CacheReadInputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens,
 		Requests: a.Requests, RequestsInFlight: a.RequestsInFlight,
+		TokensPerMinute: a.TokensPerMinute,
 	}
 	out.CountingSince, _ = proxy.ParseTime(a.CountingSince)
 	out.LastRequestAt, _ = proxy.ParseTime(a.LastRequestAt)

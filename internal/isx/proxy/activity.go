@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,7 +39,12 @@ type Activity struct {
 	TrafficBytesSent      int64  `json:"traffic_bytes_sent" jsonschema:"bytes the instance sent through the proxy (bodies and tunnels)"`
 	TrafficBytesReceived  int64  `json:"traffic_bytes_received" jsonschema:"bytes the instance received through the proxy"`
 	TrafficLastActivityAt string `json:"traffic_last_activity_at,omitempty" jsonschema:"when bytes last moved for the instance"`
+
+	TokensPerMinute []int64 `json:"tokens_per_minute,omitempty" jsonschema:"tokens (input, output and cache) credited to the instance's model calls in each of the last 15 minutes of the host's clock, oldest first, the current minute last"`
 }
+
+// SpendMinutes is how many minutes of token spend an Activity carries.
+const SpendMinutes = 15
 
 // Unknown is the activity of an instance the proxy does not know.
 func Unknown(instance string) Activity {
@@ -80,6 +86,11 @@ type counters struct {
 	sent, received                   int64
 	lastActivity                     time.Time
 
+	// spend is tokens credited per minute, the newest last; spendMinute
+	// is the minute (Unix time / 60) of the newest.
+	spend       [SpendMinutes]int64
+	spendMinute int64
+
 	// changed is rung after every change; nil rings nothing.
 	changed *bell
 }
@@ -105,11 +116,29 @@ func (c *counters) modelEnded(now time.Time) {
 	c.lastResponse = now
 }
 
-func (c *counters) addUsage(u Usage) {
+func (c *counters) addUsage(u Usage, now time.Time) {
 	defer c.changed.ring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.usage = c.usage.plus(u)
+	c.roll(now)
+	c.spend[SpendMinutes-1] += u.Input + u.Output + u.CacheRead + u.CacheCreation
+}
+
+// roll moves the spend history on to now's minute; c.mu is held.
+func (c *counters) roll(now time.Time) {
+	minute := now.Unix() / 60
+	passed := minute - c.spendMinute
+	switch {
+	case passed <= 0:
+		return
+	case passed >= SpendMinutes:
+		clear(c.spend[:])
+	default:
+		copy(c.spend[:], c.spend[passed:])
+		clear(c.spend[SpendMinutes-passed:])
+	}
+	c.spendMinute = minute
 }
 
 func (c *counters) trafficStarted(now time.Time) {
@@ -160,6 +189,8 @@ func (c *counters) activity(instance string, now time.Time) Activity {
 	a.TrafficRequests, a.TrafficInFlight = c.trafficRequests, c.trafficInFlight
 	a.TrafficBytesSent, a.TrafficBytesReceived = c.sent, c.received
 	a.TrafficLastActivityAt = formatTime(c.lastActivity)
+	c.roll(now)
+	a.TokensPerMinute = slices.Clone(c.spend[:])
 	return a
 }
 

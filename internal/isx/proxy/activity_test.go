@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,43 @@ func TestIdleSecondsGrowISX178(t *testing.T) {
 	fake.Advance(12 * time.Second)
 	if a := w.activity("i"); a.IdleSeconds == nil || *a.IdleSeconds != 42 {
 		t.Errorf("42 s later: idle %v", a.IdleSeconds)
+	}
+}
+
+// tokens_per_minute is the tokens credited in each of the last 15
+// minutes of the clock, the current one last: a call's tokens land in its
+// minute, move back a place a minute, and are gone after 15 (issue 25's
+// sparklines read it).
+func TestTokensPerMinute(t *testing.T) {
+	w := newWorld(t, busyboxAccounts)
+	fake := clock.NewFake(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
+	w.start(w.options(fake))
+	w.branch("m", busyboxAccounts, instance.NetworkProxyOnly)
+	total := func(n int) int64 {
+		u := proxytest.DefaultUsage(n)
+		return u.Input + u.Output + u.CacheRead + u.CacheCreation
+	}
+	w.mustRun("m", routeCall(w.secret("m")))
+	fake.Advance(20 * time.Second) // the same minute
+	w.mustRun("m", routeCall(w.secret("m")))
+	fake.Advance(time.Minute)
+	w.mustRun("m", routeCall(w.secret("m")))
+	got := w.activity("m").TokensPerMinute
+	want := make([]int64, proxy.SpendMinutes)
+	want[proxy.SpendMinutes-2], want[proxy.SpendMinutes-1] = total(0)+total(1), total(2)
+	if !slices.Equal(got, want) {
+		t.Errorf("tokens per minute = %v, want %v", got, want)
+	}
+	fake.Advance(3 * time.Minute)
+	got = w.activity("m").TokensPerMinute
+	want = make([]int64, proxy.SpendMinutes)
+	want[proxy.SpendMinutes-5], want[proxy.SpendMinutes-4] = total(0)+total(1), total(2)
+	if !slices.Equal(got, want) {
+		t.Errorf("3 minutes later: %v, want %v", got, want)
+	}
+	fake.Advance(proxy.SpendMinutes * time.Minute)
+	if got = w.activity("m").TokensPerMinute; !slices.Equal(got, make([]int64, proxy.SpendMinutes)) {
+		t.Errorf("15 minutes later: %v, want zeros", got)
 	}
 }
 

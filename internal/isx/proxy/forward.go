@@ -312,7 +312,7 @@ func (s *Server) meterResponse(resp *http.Response) error {
 	if x.model {
 		x.trace.answered(resp.StatusCode)
 		x.meter = newUsageMeter(resp.Header.Get("Content-Type"), func(u Usage) {
-			x.e.counters.addUsage(u)
+			x.e.counters.addUsage(u, s.opts.Clock.Now())
 			x.trace.credited(u)
 		})
 		x.meter.memory = x.memory

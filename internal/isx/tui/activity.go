@@ -20,6 +20,9 @@ type Activity struct {
 	// IdleSeconds is how long since the last model call ended, as of the
 	// reading; meaningful only while no call is in flight.
 	IdleSeconds int64
+	// TokensPerMinute is the tokens of each of the last minutes of the
+	// clock, oldest first, the minute of the reading last.
+	TokensPerMinute []int64
 }
 
 // Tokens is every token the counts cover.

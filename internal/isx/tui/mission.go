@@ -37,13 +37,35 @@ var (
 		{title: "AGENT", min: 5}, {title: "MODEL", min: 5},
 	}
 	activityColumns = []column{{title: "TOKENS"}, {title: "IN FLIGHT"}, {title: "IDLE"}}
+	spendColumn     = column{title: "PER MINUTE"}
 )
+
+// spendWidth is the narrowest terminal whose mission control has room
+// for every row's sparkline; a narrower one shows the selected row's
+// below the table.
+const spendWidth = 100
 
 func (m *model) missionColumns() []column {
 	if m.opts.Activities == nil {
 		return missionColumns
 	}
-	return append(slices.Clone(missionColumns), activityColumns...)
+	cols := append(slices.Clone(missionColumns), activityColumns...)
+	if m.width >= spendWidth {
+		cols = slices.Insert(cols, len(missionColumns)+1, spendColumn)
+	}
+	return cols
+}
+
+// spendLine is the instance's tokens per minute as a sparkline, "-" when
+// the proxy has not counted it.
+func (m *model) spendLine(name string, now time.Time) string {
+	if m.activity == nil {
+		return "-"
+	}
+	if _, ok := m.activity.counts[name]; !ok {
+		return "-"
+	}
+	return orDash(Sparkline(m.activity.spend(name, now)))
 }
 
 // missionRows are the MCP instances of this host user, whichever session
@@ -169,7 +191,11 @@ func (m *model) missionCells(r missionRow, now time.Time) []string {
 			}
 		}
 	}
-	return append(cellsOf, tokens, flight, idle)
+	cellsOf = append(cellsOf, tokens, flight, idle)
+	if m.width >= spendWidth {
+		cellsOf = slices.Insert(cellsOf, len(missionColumns)+1, m.spendLine(r.entry.Name, now))
+	}
+	return cellsOf
 }
 
 // missionStatus is the selected row's purpose and holder, and the command
@@ -183,9 +209,13 @@ func (m *model) missionStatus() []string {
 		return []string{""}
 	}
 	mcp := r.entry.Stamps.MCP
+	holder := "holder: " + m.holder(mcp)
+	if m.opts.Activities != nil && m.width < spendWidth {
+		holder += " · tokens per minute: " + m.spendLine(r.entry.Name, m.clock().Now())
+	}
 	return []string{
 		r.entry.Name + " · purpose: " + orDash(mcp.Purpose),
-		"holder: " + m.holder(mcp),
+		holder,
 		"join: " + m.joinCommand(r),
 	}
 }
