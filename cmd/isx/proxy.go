@@ -17,8 +17,8 @@ import (
 	"github.com/incusspawn/isx/internal/isx/build"
 	"github.com/incusspawn/isx/internal/isx/config"
 	"github.com/incusspawn/isx/internal/isx/proxy"
-	"github.com/incusspawn/isx/internal/isx/tui"
 	"github.com/incusspawn/isx/internal/isx/template"
+	"github.com/incusspawn/isx/internal/isx/tui"
 	"github.com/incusspawn/isx/internal/tracing"
 )
 
