@@ -29,7 +29,7 @@
 # subjects, so N sessions (1 by default: every client in one session,
 # admitted one after another). --rss-every D prints actiond's resident memory every D
 # through each measurement (the soak's curve). --keep DIR keeps the
-# binaries, logs and profile in DIR. --traced OTLP_URL adds, to each round,
+# binaries, logs and profiles in DIR. --traced OTLP_URL adds, to each round,
 # an actiond of its own (its own database, set up the same way) that
 # exports every span to the OTLP/HTTP receiver at OTLP_URL, measured beside
 # the untraced one: the cost of tracing.
@@ -131,7 +131,7 @@ traced_port=""
 if [[ -n $traced ]]; then
 	traced_port=$(free_port)
 	OTEL_EXPORTER_OTLP_ENDPOINT=$traced OTEL_SERVICE_NAME=actiond-bench \
-		"$work/actiond" serve --addr "127.0.0.1:$traced_port" --public-url "http://127.0.0.1:$traced_port" "${traced_store[@]}" 2>"$work/actiond-traced.log" &
+		"$work/actiond" serve --addr "127.0.0.1:$traced_port" --public-url "http://127.0.0.1:$traced_port" "${traced_store[@]}" --cpuprofile "$work/actiond-traced.pprof" 2>"$work/actiond-traced.log" &
 	traced_pid=$!
 	pids+=($!)
 	healthy "$traced_port"
@@ -226,9 +226,19 @@ results=()
 for round in $(seq "$rounds"); do
 	line="$round"
 	[[ -n $only ]] || line+=" $(measure bare "http://127.0.0.1:$bare_port/mcp")"
+	# The traced server goes first in even rounds: what one measurement
+	# leaves behind (the kernel writing back its database) falls on the
+	# next, and must not always fall on the same server.
+	traced_result=""
+	if [[ -n $traced ]] && ((round % 2 == 0)); then
+		traced_result=$(measure traced "$(endpoint "$traced_port")")
+	fi
 	line+=" $(measure actiond "$(endpoint "${ports[0]}")")"
 	((processes == 1)) || line+=" $(measure actiond-x2 "$(endpoint "${ports[0]}"),$(endpoint "${ports[1]}")")"
-	[[ -z $traced ]] || line+=" $(measure traced "$(endpoint "$traced_port")")"
+	if [[ -n $traced && -z $traced_result ]]; then
+		traced_result=$(measure traced "$(endpoint "$traced_port")")
+	fi
+	[[ -z $traced ]] || line+=" $traced_result"
 	results+=("$line $(cut -d' ' -f1 /proc/loadavg)")
 done
 
