@@ -285,7 +285,7 @@ func (w *world) waitActivityWhile(name, what string, running <-chan string, ok f
 		return ok(last)
 	})
 	if ended != nil {
-		w.t.Fatalf("the call ended before %s; it printed: %s; activity then: %+v", what, *ended, w.activity(name))
+		w.t.Fatalf("the call ended before %s; it printed: %s; activity then: %+v\nthe proxy's log:\n%s", what, *ended, w.activity(name), w.logs.String())
 	}
 	return last
 }
