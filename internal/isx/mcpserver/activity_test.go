@@ -148,7 +148,21 @@ func TestInstanceActivityISX170ISX187(t *testing.T) {
 		t.Errorf("instance_activity %+v; the fake sent %+v", got, sum)
 	}
 	cli := p.cliActivity(name)
+	// The two reads may fall in different minutes, which moves the spend
+	// history on a place; both hold every token of the calls, made in the
+	// last 15 minutes.
+	tokens := sum.Input + sum.Output + sum.CacheRead + sum.CacheCreation
+	for who, history := range map[string][]int64{"instance_activity": got.TokensPerMinute, "isx proxy activity": cli.TokensPerMinute} {
+		spent := int64(0)
+		for _, n := range history {
+			spent += n
+		}
+		if len(history) != proxy.SpendMinutes || spent != tokens {
+			t.Errorf("%s's tokens per minute %v: want %d minutes holding all %d tokens", who, history, proxy.SpendMinutes, tokens)
+		}
+	}
 	got.IdleSeconds, cli.IdleSeconds = nil, nil
+	got.TokensPerMinute, cli.TokensPerMinute = nil, nil
 	if !reflect.DeepEqual(got, cli) {
 		t.Errorf("instance_activity %+v\nisx proxy activity %+v", got, cli)
 	}
