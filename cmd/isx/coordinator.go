@@ -111,6 +111,9 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Its health check of isx is a first connection, which on a loaded host
 // can outlast Claude Code's default timeout though isx mcp answered the
 // probe: the check gets a minute, and a failed one is asked once more.
+// Claude Code's own start on a loaded 2-core host has taken past the
+// minute and a half the whole command had before, so it gets two and a
+// half.
 func claudeHasISX(ctx context.Context, client *incus.Client, name string) string {
 	said := ""
 	for try := 0; try < 2; try++ {
@@ -128,7 +131,7 @@ func askClaude(ctx context.Context, client *incus.Client, name string) string {
 		UID:     1000, GID: 1000, Cwd: instance.AgentHome,
 		Env: map[string]string{"HOME": instance.AgentHome, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"MCP_TIMEOUT": "60000"},
-		Timeout: 90 * time.Second,
+		Timeout: 150 * time.Second,
 	})
 	switch {
 	case err != nil:
