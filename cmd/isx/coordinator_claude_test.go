@@ -124,10 +124,12 @@ func TestCoordinatorClaudeCode(t *testing.T) {
 	// The real Claude Code calls isx mcp's tools.
 	// Tool search off: Claude Code then offers the MCP tools themselves
 	// rather than behind ToolSearch, which the fake model cannot drive.
-	// claude -p waits for its MCP servers only MCP_TIMEOUT long, then goes
-	// on without them; on a loaded 2-core CI machine the default was once
-	// too short, so the tests allow three minutes.
-	text, code := claude("coordc", "ENABLE_TOOL_SEARCH=false MCP_TIMEOUT=180000 claude -p --permission-mode bypassPermissions 'make an instance and say hello in it'")
+	// Claude Code connects its MCP servers in the background and, after
+	// MCP_CONNECT_TIMEOUT_MS (5 s), starts without those still connecting:
+	// on a loaded 2-core CI machine isx was once among them.
+	// MCP_CONNECTION_NONBLOCKING=0 makes claude -p wait for them, as long
+	// as MCP_TIMEOUT, for which the tests allow three minutes.
+	text, code := claude("coordc", "ENABLE_TOOL_SEARCH=false MCP_CONNECTION_NONBLOCKING=0 MCP_TIMEOUT=180000 claude -p --permission-mode bypassPermissions 'make an instance and say hello in it'")
 	if code != 0 {
 		t.Fatalf("claude -p: exit %d\n%s\nfake calls: %d", code, text, len(fake.Calls()))
 	}
@@ -185,7 +187,7 @@ func TestCoordinatorClaudeCode(t *testing.T) {
 	// ISX-223: the registration serves claude -p under a systemd unit too.
 	unit := "systemd-run --wait --pipe --quiet --uid=1000 --gid=1000 -p WorkingDirectory=" + instance.AgentHome + "/work" +
 		" -E HOME=" + instance.AgentHome + " -E PATH=/usr/local/bin:/usr/bin:/bin" +
-		" sh -c '. " + instance.ProfileFile + "; ENABLE_TOOL_SEARCH=false MCP_TIMEOUT=180000 claude -p \"" + fromUnit + "\"'"
+		" sh -c '. " + instance.ProfileFile + "; ENABLE_TOOL_SEARCH=false MCP_CONNECTION_NONBLOCKING=0 MCP_TIMEOUT=180000 claude -p \"" + fromUnit + "\"'"
 	unitOut, code := w.tryInside("coordc", unit)
 	if code != 0 {
 		t.Fatalf("claude -p in a systemd unit: exit %d\n%s", code, unitOut)
