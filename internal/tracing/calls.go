@@ -105,9 +105,9 @@ func (o *Open) Begin(ctx context.Context, tracer trace.Tracer, key, name string,
 	_, o.spans[key] = tracer.Start(ctx, name, trace.WithAttributes(attributes...))
 }
 
-// End closes key's span, if one is open, with attributes set first; at
-// and failure are as for the package's End.
-func (o *Open) End(key string, at time.Time, failure *coded.Error, attributes ...attribute.KeyValue) {
+// End closes key's span, if one is open, at the time given (now when zero
+// or before the span began), with attributes set first.
+func (o *Open) End(key string, at time.Time, attributes ...attribute.KeyValue) {
 	o.mu.Lock()
 	span := o.spans[key]
 	delete(o.spans, key)
@@ -119,7 +119,7 @@ func (o *Open) End(key string, at time.Time, failure *coded.Error, attributes ..
 	if at.Before(spanStart(span)) {
 		at = time.Time{}
 	}
-	End(span, at, failure, "")
+	End(span, at, nil, "")
 }
 
 // EndAll closes every open span, marked with attributes: the program is

@@ -29,7 +29,7 @@ func (s *Server) observe(instance string, info task.Info) InstanceTask {
 	}
 	if before == task.StateRunning && seen.State != task.StateRunning {
 		s.noLongerRunning(context.Background(), instance, info.ID)
-		s.taskSpans.End(taskSpanKey(info), info.Finished, nil,
+		s.taskSpans.End(taskSpanKey(info), info.Finished,
 			attribute.String("isx.task.state", string(info.State)), attribute.Int("isx.task.exit_code", info.ExitCode))
 	}
 	return view
