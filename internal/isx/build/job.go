@@ -3,10 +3,8 @@ package build
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"strings"
-	"time"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
 	"github.com/incusspawn/isx/internal/isx/instance"
@@ -135,9 +133,6 @@ func (j *job) run(ctx context.Context) error {
 		return err
 	}
 	return j.phase("stamp it as "+j.def.Name+", stop it and put it in place", func() error {
-		if err := j.keepTmp(ctx); err != nil {
-			return err
-		}
 		if err := instance.NameHostOnCopy(ctx, j.Client, j.instance); err != nil {
 			return failure(CodeBuildFailed, j.def.Name, err, "naming the host of the template's copies")
 		}
@@ -149,31 +144,6 @@ func (j *job) run(ctx context.Context) error {
 		}
 		return j.replace(ctx)
 	})
-}
-
-// keepTmpScript empties /tmp for the copies and tells systemd not to
-// empty it again at their boot. isx says a copy is ready once it runs
-// and reaches the host proxy, which is while systemd boots; its
-// emptying of /tmp (systemd-tmpfiles-setup, about half a second into a
-// Debian boot) would then take what a first command wrote there.
-const keepTmpScript = `if [ -e /usr/lib/tmpfiles.d/tmp.conf ] && [ ! -e /etc/tmpfiles.d/tmp.conf ]; then
-	mkdir -p /etc/tmpfiles.d
-	printf '%s\n' '# isx: /tmp is emptied when the template is built, not at each boot of a copy,' \
-		'# which isx hands out while it boots.' 'd /tmp 1777 root root -' >/etc/tmpfiles.d/tmp.conf
-fi
-find /tmp -mindepth 1 -maxdepth 1 ! -name 'systemd-private-*' -exec rm -rf {} +
-`
-
-// keepTmp runs keepTmpScript in the build instance.
-func (j *job) keepTmp(ctx context.Context) error {
-	result, err := j.Client.Exec(ctx, j.instance, incus.ExecRequest{Command: []string{"sh", "-c", keepTmpScript}, Timeout: time.Minute})
-	if err == nil && result.ExitCode != 0 {
-		err = fmt.Errorf("exit %d: %s", result.ExitCode, result.Stderr)
-	}
-	if err != nil {
-		return failure(CodeBuildFailed, j.def.Name, err, "emptying /tmp for the template's copies")
-	}
-	return nil
 }
 
 // phase shows a part of the build that is isx's own work rather than a

@@ -309,12 +309,11 @@ func (j *job) cloneRepos(ctx context.Context) error {
 	return j.disconnect(ctx)
 }
 
-// disconnect removes the proxy's devices and config from the build
+// disconnect removes the proxy device and its config from the build
 // instance.
 func (j *job) disconnect(ctx context.Context) error {
 	err := j.Client.UpdateInstance(ctx, j.instance, func(inst *incus.Instance) error {
 		delete(inst.Devices, instance.ProxyDevice)
-		delete(inst.Devices, instance.RelayDevice)
 		delete(inst.Config, "environment."+instance.SecretFileEnv)
 		return nil
 	})

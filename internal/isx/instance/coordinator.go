@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/incusspawn/isx/internal/isx/incus"
 )
@@ -35,9 +36,7 @@ const (
 // CoordinatorSocket is the host socket the CoordinatorDevice of instance
 // name connects to.
 func CoordinatorSocket(proxyDir, project, name string) string {
-	// Beside the instance's directory, not in it: only incusd's
-	// forkproxy connects to this one.
-	return ProxyRoot(proxyDir, project, name) + "-tls.sock"
+	return strings.TrimSuffix(ProxySocket(proxyDir, project, name), ".sock") + "-tls.sock"
 }
 
 // ConnectsDirect reports whether the instance's CoordinatorDevice leads
@@ -157,3 +156,31 @@ func Register(ctx context.Context, c *incus.Client, name string, coordinator boo
 
 // hostsLine names mcp.isx.internal in a coordinator's /etc/hosts.
 const hostsLine = "127.0.0.1 " + CoordinatorHost + " # isx: the host proxy's isx mcp"
+
+// SetHosts puts mcp.isx.internal in the instance's /etc/hosts, at its
+// CoordinatorDevice, or takes it out of one that is not a coordinator.
+func SetHosts(ctx context.Context, c *incus.Client, name string, coordinator bool) error {
+	data, err := c.PullFile(ctx, name, "/etc/hosts")
+	if err != nil && !errors.Is(err, incus.ErrNotFound) {
+		return err
+	}
+	var kept []string
+	has := false
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if line == hostsLine {
+			has = true
+			if !coordinator {
+				continue
+			}
+		}
+		kept = append(kept, line)
+	}
+	switch {
+	case coordinator && has, !coordinator && !has:
+		return nil
+	case coordinator:
+		kept = append(kept, hostsLine)
+	}
+	content := strings.TrimLeft(strings.Join(kept, "\n")+"\n", "\n")
+	return c.PushFile(ctx, name, "/etc/hosts", strings.NewReader(content), incus.FileOptions{Mode: 0o644})
+}

@@ -37,7 +37,7 @@ func ParseNetwork(s string) (Network, error) {
 // given the devices it would otherwise have (its source's expanded
 // devices, profiles included). Airgap and proxy-only mask every NIC with a
 // device of the same name and type none, so no profile can hand one back.
-// Default and proxy-only get the devices to the host proxy of
+// Default and proxy-only get the proxy device to the host proxy of
 // proxyDir (none when proxyDir is ""); airgap never does, and a copy of
 // an instance gets a device of its own in place of its source's.
 func networkDevices(mode Network, proxyDir, project, name string, inherited map[string]map[string]string) (map[string]map[string]string, error) {
@@ -61,7 +61,6 @@ func networkDevices(mode Network, proxyDir, project, name string, inherited map[
 		maps.Copy(devices, extra)
 	case hasProxy:
 		devices[ProxyDevice] = map[string]string{"type": "none"}
-		devices[RelayDevice] = map[string]string{"type": "none"}
 	}
 	if len(devices) == 0 {
 		return nil, nil

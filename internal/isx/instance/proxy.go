@@ -1,44 +1,32 @@
 package instance
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"os"
+	"fmt"
+	"io"
 	"path/filepath"
+	"time"
+
+	"github.com/incusspawn/isx/internal/isx/incus"
 )
 
 // How an instance reaches the host proxy. An instance with a network mode
-// other than airgap gets a directory of the host proxy's own for that
-// instance (ProxyRoot) as a read-only disk device, ProxyDevice, at
-// ProxyMount, and the relay program as another, RelayDevice, at
-// RelayPath. At every start the host proxy listens on the socket in that
-// directory (ProxySocket) and starts the relay, which listens inside the
-// instance on ProxyAddress and connects each connection to the socket:
-// the socket a request arrives on names the instance, whatever the
-// instance says. At every start the proxy also writes a new secret to
-// SecretFile, which every request must carry.
-//
-// (An Incus proxy device would do the relay's work, but incusd polls a
-// new forkproxy's log once a second, at every start: a second on the way
-// to every instance being ready.)
+// other than airgap gets an Incus proxy device, ProxyDevice, listening
+// inside it on ProxyAddress and connecting to a unix socket of the host
+// proxy's own for that instance (ProxySocket): the socket a request
+// arrives on names the instance, whatever the instance says. At every
+// start the host proxy writes a new secret to SecretFile, which every
+// request must also carry.
 const (
-	// ProxyDevice is the name of the disk device sharing ProxyRoot.
+	// ProxyDevice is the name of the Incus proxy device.
 	ProxyDevice = "isx-proxy"
-	// RelayDevice is the name of the disk device sharing the relay.
-	RelayDevice = "isx-relay"
 	// ProxyAddress is where processes in the instance reach the host
 	// proxy: plain HTTP on the instance's own loopback.
 	ProxyAddress = "127.0.0.1:3128"
-	// ProxyMount is where ProxyRoot appears in the instance, and
-	// InstanceSocket the proxy's socket there. Not under /run, which an
-	// init mounts a tmpfs over after Incus mounted its disks.
-	ProxyMount     = "/opt/isx/proxy"
-	InstanceSocket = ProxyMount + "/" + socketName
-	// RelayPath is the relay program in the instance.
-	RelayPath = "/opt/isx/relay"
-	// RelayPIDFile holds the pid of this start's relay.
-	RelayPIDFile = RunDir + "/relay.pid"
 
 	// RunDir holds what the host proxy writes into the instance at every
 	// start. The proxy mounts a tmpfs of its own there before it writes
@@ -56,77 +44,44 @@ const (
 	// programs told where their CA bundle is (SSL_CERT_FILE and the like).
 	TrustFile = RunDir + "/ca-certificates.crt"
 	// ProfileFile sets a login shell's environment to use the proxy.
-	ProfileFile = profileDir + "/isx-proxy.sh"
-	profileDir  = "/etc/profile.d"
+	ProfileFile = "/etc/profile.d/isx-proxy.sh"
 
-	// socketName is the proxy's socket in ProxyRoot.
-	socketName = "proxy.sock"
 	// systemTrust is where Debian keeps the CA bundle.
 	systemTrust = "/etc/ssl/certs/ca-certificates.crt"
+	// maxTrust bounds the bundle read from the instance.
+	maxTrust = 4 << 20
 	// maxSocketPath is the longest path a unix socket address holds.
 	maxSocketPath = 107
 )
 
 // ProxySocketDir is the directory of the host proxy's per-instance
-// directories and sockets, inside the proxy's directory (config.ProxyDir).
+// sockets, inside the proxy's directory (config.ProxyDir).
 func ProxySocketDir(proxyDir string) string { return filepath.Join(proxyDir, "i") }
 
-// ProxyRoot is the host directory shared into instance name of project,
-// holding only its socket of the host proxy. The name is a digest of
-// project and instance, so that the socket's path stays short enough for
-// a socket address.
-func ProxyRoot(proxyDir, project, name string) string {
+// ProxySocket is the host socket that the proxy device of instance name in
+// project connects to. The name is a digest of project and instance, so
+// that the path stays short enough for a socket address.
+func ProxySocket(proxyDir, project, name string) string {
 	if project == "" {
 		project = "default"
 	}
 	sum := sha256.Sum256([]byte(project + "/" + name))
-	return filepath.Join(ProxySocketDir(proxyDir), hex.EncodeToString(sum[:8]))
+	return filepath.Join(ProxySocketDir(proxyDir), hex.EncodeToString(sum[:8])+".sock")
 }
 
-// ProxySocket is the host socket the relay of instance name in project
-// reaches through ProxyDevice.
-func ProxySocket(proxyDir, project, name string) string {
-	return filepath.Join(ProxyRoot(proxyDir, project, name), socketName)
-}
-
-// proxyDevices are the devices that connect instance name to the host
-// proxy of proxyDir. Their sources are made here: the instance's directory (reachable,
-// not listable, by the instance's users: the directories above it stay
-// the user's alone) and the relay, installed from RelaySource.
+// proxyDevices are the device and environment that connect a new instance
+// to the host proxy of proxyDir.
 func proxyDevices(proxyDir, project, name string) (map[string]map[string]string, error) {
 	socket := ProxySocket(proxyDir, project, name)
 	if len(socket) > maxSocketPath {
 		return nil, NewError(CodeInvalid, name, nil, "the host proxy's socket %s is longer than the %d characters a unix socket path may have; use a shorter home directory", socket, maxSocketPath)
 	}
-	root := ProxyRoot(proxyDir, project, name)
-	if err := MakeProxyRoot(root); err != nil {
-		return nil, NewError(CodeBranchFailed, name, err, "cannot make the host proxy's directory %s for %s", root, name)
-	}
-	relay, err := InstallRelay(proxyDir)
-	if err != nil {
-		return nil, NewError(CodeBranchFailed, name, err, "cannot install the relay %s needs to reach the host proxy", name)
-	}
-	// Not required: an instance whose directory went (its proxy's
-	// directory removed) still starts and stops, and the proxy's
-	// preparation then says it cannot start the relay, rather than Incus
-	// refusing the instance.
-	return map[string]map[string]string{
-		ProxyDevice: {"type": "disk", "source": root, "path": ProxyMount, "readonly": "true", "required": "false"},
-		RelayDevice: {"type": "disk", "source": relay, "path": RelayPath, "readonly": "true", "required": "false"},
-	}, nil
-}
-
-// MakeProxyRoot makes the instance's directory of the host proxy if it is
-// not there: Incus mounts it at a start only if it is.
-func MakeProxyRoot(root string) error {
-	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
-		return err
-	}
-	if err := os.Mkdir(root, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	// Mkdir's mode passes through the umask.
-	return os.Chmod(root, 0o711)
+	return map[string]map[string]string{ProxyDevice: {
+		"type":    "proxy",
+		"listen":  "tcp:" + ProxyAddress,
+		"connect": "unix:" + socket,
+		"bind":    "container",
+	}}, nil
 }
 
 // BuildProxy is the device and config that connect a build instance to
@@ -140,10 +95,124 @@ func BuildProxy(proxyDir, project, name string) (map[string]map[string]string, m
 	return devices, proxyEnvironment(NetworkDefault, proxyDir), nil
 }
 
-// ConnectsTo reports whether the instance's devices lead to socket: the
-// host proxy serves an instance only on the socket its device shares.
+// ConnectsTo reports whether the instance's proxy device leads to socket:
+// the host proxy serves an instance only on the socket its device names.
 func ConnectsTo(devices map[string]map[string]string, socket string) bool {
 	device := devices[ProxyDevice]
-	return device["type"] == "disk" && device["source"] == filepath.Dir(socket) && device["path"] == ProxyMount &&
-		filepath.Base(socket) == socketName && devices[RelayDevice]["path"] == RelayPath
+	return device["type"] == "proxy" && device["connect"] == "unix:"+socket && device["listen"] == "tcp:"+ProxyAddress
+}
+
+// Preparation is what the host proxy writes into an instance at a start.
+type Preparation struct {
+	// Secret is the instance secret of this start.
+	Secret string
+	// CA is the proxy's CA certificate, PEM.
+	CA []byte
+	// Profile is the shell script for ProfileFile.
+	Profile string
+	// Fresh says this start has not been prepared before, so that once
+	// per start loopback is brought up in an instance whose init does not
+	// (a busybox one); a proxy restarting only writes the files again.
+	Fresh bool
+}
+
+// Prepare writes the secret, the CA, the CA bundle with it and the profile
+// into a running instance through the Incus file API, once RunDir is a
+// tmpfs. It runs one command in the instance for that, which once per
+// start (Fresh) also brings its loopback up if it is down.
+func Prepare(ctx context.Context, c *incus.Client, name string, p Preparation) error {
+	fail := func(err error) error {
+		return NewError(CodePrepareFailed, name, err, "the host proxy could not prepare instance %s for this start", name)
+	}
+	if err := prepareRunDir(ctx, c, name, p.Fresh); err != nil {
+		return fail(err)
+	}
+	trust, err := trustBundle(ctx, c, name, p.CA)
+	if err != nil {
+		return fail(err)
+	}
+	files := []struct {
+		path    string
+		content []byte
+	}{
+		{SecretFile, []byte(p.Secret + "\n")},
+		{CAFile, p.CA},
+		{TrustFile, trust},
+		{ProfileFile, []byte(p.Profile)},
+	}
+	for _, f := range files {
+		opts := incus.FileOptions{Mode: 0o644, MakeParents: f.path == ProfileFile}
+		if err := c.PushFile(ctx, name, f.path, bytes.NewReader(f.content), opts); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// trustBundle is the instance's system CA bundle with ca appended; an
+// instance without one trusts ca alone.
+func trustBundle(ctx context.Context, c *incus.Client, name string, ca []byte) ([]byte, error) {
+	body, info, err := c.OpenFile(ctx, name, systemTrust)
+	if errors.Is(err, incus.ErrNotFound) {
+		return ca, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	if info.Size > maxTrust {
+		return nil, fmt.Errorf("%s in %s is larger than %d bytes", systemTrust, name, maxTrust)
+	}
+	system, err := io.ReadAll(io.LimitReader(body, maxTrust))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s in %s: %w", systemTrust, name, err)
+	}
+	if len(system) > 0 && system[len(system)-1] != '\n' {
+		system = append(system, '\n')
+	}
+	return append(system, ca...), nil
+}
+
+// runDirScript makes RunDir a tmpfs of its own unless it is one: what a
+// secret written on the root disk would do is go with every copy and
+// stay after a stop. Whatever an earlier isx left on the disk there is
+// removed first. It fails, so that nothing is written, when no tmpfs can
+// be had.
+const runDirScript = `set -f
+d=` + RunDir + `
+top() {
+	fs=
+	while IFS= read -r line; do
+		set -- $line
+		[ "$5" = "$d" ] || continue
+		while [ $# -gt 0 ] && [ "$1" != - ]; do shift; done
+		fs=$2
+	done </proc/self/mountinfo
+	[ "$fs" = tmpfs ]
+}
+if ! top; then
+	rm -rf "$d" && mkdir -p "$d" && mount -t tmpfs -o mode=0755,nosuid,nodev,noexec,size=8m isx "$d" && top ||
+		{ echo "cannot mount a tmpfs at $d, so the instance secret would be kept on disk" >&2; exit 1; }
+fi
+`
+
+// loopbackScript brings lo up where no init did. It is a no-op where lo
+// is up or no ip command exists (an init that brings lo up does).
+const loopbackScript = `[ "$(cat /sys/class/net/lo/operstate 2>/dev/null)" != down ] || ! command -v ip >/dev/null || ip link set lo up
+`
+
+// prepareRunDir runs runDirScript, and on a fresh start loopbackScript.
+func prepareRunDir(ctx context.Context, c *incus.Client, name string, fresh bool) error {
+	script := runDirScript
+	if fresh {
+		script += loopbackScript
+	}
+	res, err := c.Exec(ctx, name, incus.ExecRequest{Command: []string{"sh", "-c", script}, Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("preparing %s in %s: exit %d: %s", RunDir, name, res.ExitCode, res.Stderr)
+	}
+	return nil
 }

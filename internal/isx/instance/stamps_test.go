@@ -2,8 +2,6 @@ package instance
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,7 +119,7 @@ func TestNetworkDevices(t *testing.T) {
 		"eth0": {"type": "nic", "network": "incusbr0"},
 		"eth1": {"type": "nic", "nictype": "p2p"},
 	}
-	dir := filepath.Join(t.TempDir(), "proxy")
+	const dir = "/home/u/.local/state/incus-spawn/proxy"
 	socket := ProxySocket(dir, "p", "x")
 	for _, mode := range []Network{NetworkAirgap, NetworkProxyOnly} {
 		devices, err := networkDevices(mode, dir, "p", "x", inherited)
@@ -136,27 +134,15 @@ func TestNetworkDevices(t *testing.T) {
 		}
 	}
 	devices, err := networkDevices(NetworkDefault, dir, "p", "x", inherited)
-	if err != nil || len(devices) != 2 || !ConnectsTo(devices, socket) {
+	if err != nil || len(devices) != 1 || !ConnectsTo(devices, socket) {
 		t.Errorf("default network: devices %v, %v", devices, err)
-	}
-	// The devices' sources are there, or Incus would not start the
-	// instance: the instance's directory, reachable and not listable by
-	// others, and the relay, a static program.
-	if info, err := os.Stat(devices[ProxyDevice]["source"]); err != nil || info.Mode().Perm() != 0o711 || !info.IsDir() {
-		t.Errorf("the instance's directory of the proxy: %v, %v", info, err)
-	}
-	if info, err := os.Stat(devices[RelayDevice]["source"]); err != nil || info.Mode().Perm() != 0o755 || devices[RelayDevice]["readonly"] != "true" {
-		t.Errorf("the relay: %v, %v", info, err)
 	}
 	if devices, _ := networkDevices(NetworkDefault, "", "p", "x", inherited); devices != nil {
 		t.Errorf("default network without a proxy changes devices: %v", devices)
 	}
-	copied := map[string]map[string]string{
-		ProxyDevice: {"type": "disk", "source": ProxyRoot(dir, "p", "source"), "path": ProxyMount},
-		RelayDevice: {"type": "disk", "source": filepath.Join(dir, RelayName), "path": RelayPath},
-	}
-	if devices, _ := networkDevices(NetworkAirgap, dir, "p", "x", copied); devices[ProxyDevice]["type"] != "none" || devices[RelayDevice]["type"] != "none" {
-		t.Errorf("an airgapped copy keeps its source's proxy devices: %v", devices)
+	copied := map[string]map[string]string{ProxyDevice: {"type": "proxy", "connect": "unix:" + ProxySocket(dir, "p", "source")}}
+	if devices, _ := networkDevices(NetworkAirgap, dir, "p", "x", copied); devices[ProxyDevice]["type"] != "none" {
+		t.Errorf("an airgapped copy keeps its source's proxy device: %v", devices)
 	}
 	if devices, _ := networkDevices(NetworkDefault, dir, "p", "x", copied); !ConnectsTo(devices, socket) {
 		t.Errorf("a copy's proxy device leads to its source's socket: %v", devices)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,7 +60,7 @@ func (s *Server) notServed(inst *incus.Instance) string {
 	case !inst.Running():
 		return "it is " + strings.ToLower(inst.Status)
 	case !instance.ConnectsTo(inst.ExpandedDevices, s.socketOf(inst.Name)):
-		return "its " + instance.ProxyDevice + " device does not lead to this proxy's socket for it (made before the proxy existed or by an isx older than its relay, or copied outside isx)"
+		return "its " + instance.ProxyDevice + " device does not lead to this proxy's socket for it (made before the proxy existed, or copied outside isx)"
 	}
 	return ""
 }
@@ -108,20 +107,19 @@ func (s *Server) Admit(ctx context.Context, name string) (Activity, error) {
 	if err != nil {
 		return Unknown(name), err
 	}
-	// Every start puts isx mcp in a coordinator's Claude Code, and takes
-	// it out of a copy of one.
-	coordinator := instance.Coordinator(inst)
-	prep := instance.Preparation{Secret: secret, CA: s.ca.certPEM, Profile: profile(), Fresh: fresh, Coordinator: coordinator}
-	prepared, err := instance.Prepare(ctx, s.opts.Client, name, prep)
-	if err != nil {
+	prep := instance.Preparation{Secret: secret, CA: s.ca.certPEM, Profile: profile(), Fresh: fresh}
+	if err := instance.Prepare(ctx, s.opts.Client, name, prep); err != nil {
 		return Unknown(name), err
 	}
-	if prepared.Problem != "" {
-		s.logProblem(name, prepared.Problem, nil)
-	}
-	if fresh && (coordinator || prepared.ClaudeNamesISX) {
+	if fresh {
+		// Every start puts isx mcp in a coordinator's Claude Code, and
+		// takes it out of a copy of one.
+		coordinator := instance.Coordinator(inst)
 		if _, err := instance.Register(ctx, s.opts.Client, name, coordinator); err != nil {
 			s.logProblem(name, "cannot update the Claude Code registration of isx mcp", err)
+		}
+		if err := instance.SetHosts(ctx, s.opts.Client, name, coordinator); err != nil {
+			s.logProblem(name, "cannot name mcp.isx.internal in the instance's /etc/hosts", err)
 		}
 	}
 	if err := s.listen(name); err != nil {
@@ -187,22 +185,6 @@ func (s *Server) templateAccounts(name string, stamps instance.Stamps) map[strin
 // privateSocket listens on a unix socket at path that only the user can
 // reach, in place of whatever an earlier proxy left there.
 func privateSocket(path, name string) (net.Listener, error) {
-	return socketWithMode(path, name, 0o600)
-}
-
-// instanceSocket listens on the socket in the instance's directory of
-// the proxy, which the instance's relay reaches: as a user of the
-// instance, whom the socket's mode must let connect. Nobody else reaches
-// it: the directories above are the user's alone, and the instance's
-// directory is shared with that instance only.
-func instanceSocket(path, name string) (net.Listener, error) {
-	if err := instance.MakeProxyRoot(filepath.Dir(path)); err != nil {
-		return nil, coded.Wrap(CodeState, err, "cannot make the directory of %s's socket %s", name, path)
-	}
-	return socketWithMode(path, name, 0o666)
-}
-
-func socketWithMode(path, name string, mode os.FileMode) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, coded.Wrap(CodeState, err, "cannot remove the old socket %s of %s", path, name)
 	}
@@ -210,9 +192,9 @@ func socketWithMode(path, name string, mode os.FileMode) (net.Listener, error) {
 	if err != nil {
 		return nil, coded.Wrap(CodeState, err, "cannot listen on %s for %s", path, name)
 	}
-	if err := os.Chmod(path, mode); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		l.Close()
-		return nil, coded.Wrap(CodeState, err, "cannot set the mode of %s", path)
+		return nil, coded.Wrap(CodeState, err, "cannot make %s private", path)
 	}
 	return l, nil
 }
@@ -224,7 +206,7 @@ func (s *Server) listen(name string) error {
 	if _, ok := s.listeners[name]; ok {
 		return nil
 	}
-	l, err := instanceSocket(s.socketOf(name), name)
+	l, err := privateSocket(s.socketOf(name), name)
 	if err != nil {
 		return err
 	}

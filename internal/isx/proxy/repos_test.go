@@ -69,8 +69,7 @@ func TestBuildClonesReposThroughTheProxyISX035(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hasRelay := tpl.Devices[instance.RelayDevice]
-	if _, has := tpl.Devices[instance.ProxyDevice]; has || hasRelay || tpl.Config["environment."+instance.SecretFileEnv] != "" || instance.ParseStamps(tpl.Config).Type != instance.TypeBase {
+	if _, has := tpl.Devices[instance.ProxyDevice]; has || tpl.Config["environment."+instance.SecretFileEnv] != "" || instance.ParseStamps(tpl.Config).Type != instance.TypeBase {
 		t.Errorf("the built template: devices %v, stamps %v", tpl.Devices, instance.ParseStamps(tpl.Config))
 	}
 	w.branch("look", repos, instance.NetworkDefault)
